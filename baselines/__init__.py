@@ -1,0 +1,1 @@
+"""Baseline federated algorithms, one module each (registered in ALGORITHMS)."""

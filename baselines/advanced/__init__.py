@@ -1,0 +1,1 @@
+"""Advanced federated graph learning baselines (personalized / prototype / structure-aware)."""

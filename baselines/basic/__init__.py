@@ -1,0 +1,1 @@
+"""Basic federated baselines and bounds: Local, Centralized, FedAvg-Zero, FedProx, FedGCN, FedGraphSAGE."""

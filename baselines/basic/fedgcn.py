@@ -1,0 +1,128 @@
+"""FedGCN: a one-time server-side neighbour-feature aggregation, then FedAvg."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from baselines.basic.fedavg import FedAvg, FedAvgConfig
+from benchmark.comm import Payload
+from benchmark.errors import ConfigError
+from benchmark.federation import ClientData
+from benchmark.registry import ALGORITHMS
+
+
+@dataclass
+class FedGCNConfig(FedAvgConfig):
+    hops: int = field(default=2, metadata={"help": "1: receive aggregates of own nodes; 2: also of remote neighbours"})
+    mask_scale: float = field(default=10.0, metadata={"help": "std of the pairwise secure-aggregation masks"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.hops not in (1, 2):
+            raise ConfigError(f"algorithm.hops must be 1 or 2, got {self.hops}")
+
+
+def _pair_seed(seed: int, i: int, j: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}:{min(i, j)}:{max(i, j)}".encode()).digest()[:8], "little")
+
+
+@ALGORITHMS.register("fedgcn")
+class FedGCN(FedAvg):
+    """FedGCN (Yao et al., 2023): one pre-training exchange of neighbour-feature sums, then FedAvg.
+
+    Setup: every client uploads, per modality, the sum of its own available feature rows
+    over (A + I) restricted to its edges (own-own and own-remote), indexed by global node
+    id, plus the count of contributions. The sums are protected by pairwise zero-sum masks
+    (secure aggregation, the paper's privacy option): each upload alone is noise, the
+    server's total is exact. The server returns to each client the aggregated rows of its
+    own nodes and, with hops=2, of its remote neighbours, which join the client's graph as
+    unlabeled nodes. Training is FedAvg on mean-aggregated inputs. Uploads are dense over
+    all N nodes (the price of masking without another round); the ledger counts them.
+    """
+
+    Config = FedGCNConfig
+    has_setup = True
+    upload_keys = (r"model\..+", "num_examples", r"setup\.(sum|count)\..+", "setup.request")
+
+    def setup_upload(self, client: ClientData, state: dict) -> Payload:
+        n = self.ctx.num_global_nodes
+        dev = client.global_ids.device
+        src_local = torch.cat([client.edge_index[0], client.boundary_edges[0], torch.arange(client.num_nodes, device=dev)])
+        dst_global = torch.cat([client.global_ids[client.edge_index[1]], client.boundary_edges[1], client.global_ids])
+        up: Payload = {"setup.request": self._rows_for(client)}
+        for j, m in enumerate(client.modalities):
+            avail = client.available[:, j]
+            x = client.features[m] * avail.unsqueeze(1).to(client.features[m].dtype)
+            sums = torch.zeros(n, x.shape[1], dtype=torch.float64, device=dev)
+            sums.index_add_(0, dst_global, x[src_local].double())
+            counts = torch.zeros(n, dtype=torch.float64, device=dev)
+            counts.index_add_(0, dst_global, avail[src_local].double())
+            up[f"setup.sum.{m}"] = sums + self._mask(client.cid, sums.shape, j).to(dev)
+            up[f"setup.count.{m}"] = counts
+        return up
+
+    def _mask(self, cid: int, shape: torch.Size, modality_index: int) -> Tensor:
+        """Sum of this client's pairwise masks: +r_ij for i < j, -r_ij otherwise (they cancel)."""
+        total = torch.zeros(shape, dtype=torch.float64)
+        for other in self.ctx.client_ids:
+            if other == cid:
+                continue
+            g = torch.Generator().manual_seed(_pair_seed(self.ctx.seed * 1009 + modality_index, cid, other))
+            noise = torch.randn(shape, generator=g, dtype=torch.float64) * self.cfg.mask_scale
+            total += noise if cid < other else -noise
+        return total
+
+    def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:
+        keys = [k for k in next(iter(uploads.values())) if k != "setup.request"]
+        total = {k: sum(u[k] for u in uploads.values()) for k in keys}
+        replies = {}
+        for cid, u in uploads.items():
+            rows = u["setup.request"]
+            replies[cid] = {"setup.rows": rows, **{k: v[rows] for k, v in total.items()}}
+        return replies
+
+    def setup_receive(self, client: ClientData, state: dict, payload: Payload) -> None:
+        state["view"] = self._augmented_view(client, payload)
+
+    def _rows_for(self, client: ClientData) -> Tensor:
+        """Global ids whose aggregates this client needs: its own, plus remote neighbours for 2 hops."""
+        rows = client.global_ids
+        if self.cfg.hops == 2 and client.boundary_edges.numel():
+            rows = torch.cat([rows, torch.unique(client.boundary_edges[1])])
+        return rows
+
+    def _augmented_view(self, client: ClientData, payload: Payload) -> ClientData:
+        rows = payload["setup.rows"]
+        n_own, n_all = client.num_nodes, rows.numel()
+        features, avail = {}, []
+        for m in client.modalities:
+            cnt = payload[f"setup.count.{m}"]
+            features[m] = (payload[f"setup.sum.{m}"] / cnt.clamp_min(1).unsqueeze(1)).float()
+            avail.append(cnt > 0)
+        edge_index = client.edge_index
+        if n_all > n_own:
+            pos = {int(g): n_own + i for i, g in enumerate(rows[n_own:].tolist())}
+            remote_local = torch.tensor([pos[int(g)] for g in client.boundary_edges[1].tolist()],
+                                        dtype=torch.long, device=edge_index.device)
+            extra = torch.stack([client.boundary_edges[0], remote_local])
+            edge_index = torch.cat([edge_index, extra, extra.flip(0)], dim=1)
+
+        def pad(mask: Tensor) -> Tensor:
+            return torch.cat([mask, torch.zeros(n_all - n_own, dtype=torch.bool, device=mask.device)])
+
+        y = None if client.y is None else torch.cat([client.y, torch.zeros(n_all - n_own, dtype=client.y.dtype,
+                                                                             device=client.y.device)])
+        return ClientData(cid=client.cid, global_ids=rows, features=features, available=torch.stack(avail, 1),
+                          edge_index=edge_index, y=y, train_mask=pad(client.train_mask),
+                          val_mask=pad(client.val_mask), test_mask=pad(client.test_mask),
+                          num_classes=client.num_classes)
+
+    def client_update(self, client: ClientData, state: dict, received: Payload, rnd: int) -> Payload:
+        return super().client_update(state["view"], state, received, rnd)
+
+    def evaluate(self, client: ClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
+        return super().evaluate(state["view"], state, received)

@@ -1,0 +1,247 @@
+"""Command-line interface. Bad input: one line on stderr, exit code 2, nothing written."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmark.errors import BenchmarkError
+
+DEMO_SUITE = "demo"
+EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard", "benchmark.submit", "benchmark.regress")
+
+
+def _add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (repeatable), e.g. --set missing.rate=0.3")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="run_benchmark.py",
+                                description="FedMM-Bench: federated multimodal graph learning with missing modalities. "
+                                            "With no arguments, runs the demo suite.")
+    sub = p.add_subparsers(dest="verb")
+
+    r = sub.add_parser("run", help="run one config and print its record")
+    r.add_argument("config", nargs="?", help="run YAML (defaults if omitted)")
+    _add_set(r)
+    r.add_argument("--out", help="append the record to this JSON-lines file")
+    r.add_argument("--no-resume", dest="resume", action="store_false", help="ignore an existing checkpoint")
+
+    s = sub.add_parser("sweep", help="run every missing cell of a suite")
+    s.add_argument("suite")
+    s.add_argument("--scale", choices=("tiny", "small", "paper"))
+    s.add_argument("--jobs", type=int, default=1, help="cells in parallel (joblib processes)")
+    s.add_argument("--results", default="results", help="results directory")
+    s.add_argument("--retry-failed", action="store_true", help="run failed cells again")
+    _add_set(s)
+
+    pr = sub.add_parser("prepare", help="build (or load) the federated artifact and print its statistics")
+    pr.add_argument("config", nargs="?")
+    _add_set(pr)
+    pr.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    for verb, text in (("table", "write the suite's paper-style table"), ("plot", "write the suite's figures")):
+        t = sub.add_parser(verb, help=text)
+        t.add_argument("suite")
+        t.add_argument("--scale", choices=("tiny", "small", "paper"))
+        t.add_argument("--results", default="results")
+        t.add_argument("--out", default="tables", help="output directory")
+
+    ls = sub.add_parser("list", help="list registered components with one-line docs")
+    ls.add_argument("--options", action="store_true", help="also list each component's options")
+
+    b = sub.add_parser("bench", help="seconds per round and peak memory of FedAvg-Zero on a large synthetic graph")
+    b.add_argument("--nodes", type=int, default=20000)
+    b.add_argument("--clients", type=int, default=10)
+    b.add_argument("--rounds", type=int, default=5)
+    b.add_argument("--device", default="auto")
+
+    d = sub.add_parser("demo", help="run the demo suite, print its table, write table and plot (the default)")
+    d.add_argument("--jobs", type=int, default=2)
+    d.add_argument("--results", default="results")
+    d.add_argument("--out", default="tables")
+
+    # Verbs that live in their own modules register themselves: add_parser(sub) sets `handler`.
+    import importlib
+
+    for module in EXTRA_VERB_MODULES:
+        importlib.import_module(module).add_parser(sub)
+    return p
+
+
+# --------------------------------------------------------------------------- verbs
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from benchmark.config import load_config
+    from benchmark.engine import Engine
+    from benchmark.results import ResultStore
+
+    cfg = load_config(a.config, a.overrides)
+    record = Engine(cfg, progress=True).run(resume=a.resume)
+    record["params"] = {"config": a.config or "defaults", "overrides": a.overrides}
+    if a.out:
+        ResultStore(a.out).append(record)
+    summary = {k: record[k] for k in ("status", "error", "metrics", "best_round", "rounds_run", "seconds_per_round",
+                                      "peak_memory_mb", "wall_time_s")}
+    summary["artifact_hash"] = record["provenance"]["artifact_hash"]
+    print(json.dumps(summary, indent=2))
+    return 0 if record["status"] == "ok" else 1
+
+
+def cmd_prepare(a: argparse.Namespace) -> int:
+    from benchmark.config import load_config
+    from data_prep.build import build_federation, prepare_stats_json, prepare_stats_table
+
+    cfg = load_config(a.config, a.overrides)
+    fed = build_federation(cfg)
+    print(json.dumps(prepare_stats_json(fed), indent=2) if a.json else prepare_stats_table(fed))
+    return 0
+
+
+def cmd_sweep(a: argparse.Namespace) -> int:
+    from benchmark.config import parse_override
+    from benchmark.sweep import load_suite, run_suite
+
+    suite = load_suite(a.suite)
+    overrides = dict(parse_override(o) for o in a.overrides)
+    records, ran = run_suite(suite, a.scale, a.jobs, a.results, a.retry_failed, overrides=overrides)
+    failed = [r for r in records if r.get("status") != "ok"]
+    print(f"{suite.name}: {ran} cells run now, {len(records)} recorded, {len(failed)} failed")
+    for r in failed[:10]:
+        print(f"  failed {r.get('params')} seed {r.get('seed')}: {r.get('error')}")
+    return 0
+
+
+def _suite_records(suite_name: str, scale: str | None, results_dir: str) -> tuple[Any, list[dict], str]:
+    from benchmark.sweep import latest_records, load_suite
+    from benchmark.results import ResultStore
+
+    suite = load_suite(suite_name)
+    scale = scale or suite.default_scale
+    ids = {c.cell_id for c in suite.cells(scale)}
+    records = latest_records(ResultStore(suite.results_path(results_dir, scale)).read(), ids)
+    if not records:
+        raise BenchmarkError(f"no records for suite '{suite.name}' at scale '{scale}' in {results_dir}/; "
+                             f"run: python run_benchmark.py sweep {suite.name} --scale {scale}")
+    return suite, records, scale
+
+
+def write_suite_tables(suite: Any, records: list[dict], scale: str, out: str) -> list[tuple[str, str]]:
+    """Write every table of a suite; returns (stem, markdown) pairs."""
+    from benchmark.report.tables import make_table, write_table
+
+    specs = suite.spec.get("tables") or ([suite.spec["table"]] if "table" in suite.spec else [])
+    written = []
+    for i, spec in enumerate(specs):
+        spec = dict(spec)
+        stem = spec.pop("stem", None) or (f"{suite.name}_{scale}" if len(specs) == 1 else f"{suite.name}_{scale}_{i}")
+        title = spec.pop("title", suite.spec.get("description", suite.name))
+        output = make_table(records, spec, title=f"{title} [scale: {scale}]")
+        write_table(output, Path(out), stem)
+        written.append((stem, output.markdown))
+    return written
+
+
+def write_suite_plots(suite: Any, records: list[dict], scale: str, out: str) -> list[Path]:
+    from benchmark.report.plots import robustness_plot
+
+    paths: list[Path] = []
+    for spec in suite.spec.get("plots") or []:
+        spec = dict(spec)
+        name = spec.pop("name", f"{spec.get('metric', 'metric')}_vs_{spec.get('x', 'x')}")
+        paths += robustness_plot(records, out_stem=Path(out) / f"{suite.name}_{scale}_{name}", **spec)
+    return paths
+
+
+def cmd_table(a: argparse.Namespace) -> int:
+    suite, records, scale = _suite_records(a.suite, a.scale, a.results)
+    for stem, md in write_suite_tables(suite, records, scale, a.out):
+        print(md)
+        print(f"\nwrote {a.out}/{stem}.md and .tex")
+    return 0
+
+
+def cmd_plot(a: argparse.Namespace) -> int:
+    suite, records, scale = _suite_records(a.suite, a.scale, a.results)
+    paths = write_suite_plots(suite, records, scale, a.out)
+    if not paths:
+        raise BenchmarkError(f"suite '{suite.name}' declares no plots")
+    for p in paths:
+        print(f"wrote {p}")
+    return 0
+
+
+def cmd_list(a: argparse.Namespace) -> int:
+    import dataclasses
+
+    from benchmark import registry as R
+    from benchmark.sweep import SUITES_DIR
+
+    R.load_plugins()
+    for kind, reg in R.ALL_REGISTRIES.items():
+        print(f"{kind}:")
+        for name, doc in reg.describe():
+            print(f"  {name:<18} {doc}")
+            cfg_cls = getattr(reg.get(name), "Config", None)
+            if a.options and cfg_cls is not None and dataclasses.is_dataclass(cfg_cls):
+                for f in dataclasses.fields(cfg_cls):
+                    default = f.default if f.default is not dataclasses.MISSING else (
+                        f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+                    print(f"      {f.name} = {default!r}  {f.metadata.get('help', '')}")
+    print("suites:")
+    from benchmark.config import load_yaml
+
+    for p in sorted(SUITES_DIR.glob("*.yaml")):
+        desc = str(load_yaml(p).get("description", "")).strip().splitlines()
+        print(f"  {p.stem:<18} {desc[0] if desc else ''}")
+    return 0
+
+
+def cmd_bench(a: argparse.Namespace) -> int:
+    from benchmark.bench import bench_fedavg
+
+    bench_fedavg(num_nodes=a.nodes, num_clients=a.clients, rounds=a.rounds, device=a.device)
+    return 0
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    from benchmark.sweep import load_suite, run_suite
+
+    suite = load_suite(DEMO_SUITE)
+    scale = suite.default_scale
+    records, ran = run_suite(suite, scale, a.jobs, a.results)
+    for stem, md in write_suite_tables(suite, records, scale, a.out):
+        print(md)
+        print(f"\nwrote {a.out}/{stem}.md and .tex")
+    for p in write_suite_plots(suite, records, scale, a.out):
+        print(f"wrote {p}")
+    return 0
+
+
+VERBS = {"run": cmd_run, "sweep": cmd_sweep, "prepare": cmd_prepare, "table": cmd_table, "plot": cmd_plot,
+         "list": cmd_list, "bench": cmd_bench, "demo": cmd_demo}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not argv:
+        argv = ["demo"]
+    a = parser.parse_args(argv)
+    if a.verb is None:
+        parser.print_help()
+        return 2
+    try:
+        handler = getattr(a, "handler", None) or VERBS[a.verb]
+        return handler(a)
+    except BenchmarkError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished cells are saved; run the same command again to resume", file=sys.stderr)
+        return 130

@@ -1,0 +1,361 @@
+"""Typed run configuration.
+
+Precedence (lowest first): the dataclass defaults (mirrored, with comments, in
+``benchmark/defaults.yaml``), a run YAML, then ``--set a.b=c`` overrides. Component
+sections (dataset, partition, missing, task, algorithm) take a ``name`` plus the options of
+that component, which are validated against the component's own ``Config`` dataclass
+(declared next to its code). Every unknown key is an error that lists the valid keys and
+suggests the closest one.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmark.errors import ConfigError, closest
+
+DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
+
+
+@dataclass
+class ComponentConfig:
+    """A registry name plus that component's own options (validated against its Config)."""
+
+    name: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DatasetConfig(ComponentConfig):
+    name: str = "synthetic"
+    root: str | None = None
+
+
+@dataclass
+class PartitionConfig(ComponentConfig):
+    name: str = "dirichlet_label"
+    num_clients: int = 10
+
+
+@dataclass
+class MissingConfig(ComponentConfig):
+    name: str = "node_level"
+    fill: str = "zeros"
+
+
+@dataclass
+class TaskConfig(ComponentConfig):
+    name: str = "node_cls"
+
+
+@dataclass
+class AlgorithmConfig(ComponentConfig):
+    name: str = "fedavg"
+
+
+@dataclass
+class SplitConfig:
+    train: float = 0.6
+    val: float = 0.2
+    test: float = 0.2
+
+
+@dataclass
+class ModelConfig:
+    backbone: str = "gcn"
+    fusion: str = "concat"
+    hidden: int = 256
+    layers: int = 2
+    dropout: float = 0.5
+    mask_missing: bool = False
+
+
+@dataclass
+class TrainConfig:
+    rounds: int = 50
+    local_epochs: int = 3
+    lr: float = 0.005
+    weight_decay: float = 0.0005
+    grad_clip: float = 0.0
+    client_fraction: float = 1.0
+    eval_every: int = 1
+    patience: int = 0
+    checkpoint_every: int = 0
+    device: str = "auto"
+
+
+@dataclass
+class OutputConfig:
+    results_dir: str = "results"
+    cache_dir: str = ".cache/fedmm"
+    checkpoint_dir: str = ".cache/fedmm/checkpoints"
+
+
+@dataclass
+class RunConfig:
+    seed: int = 0
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    partition: PartitionConfig = field(default_factory=PartitionConfig)
+    missing: MissingConfig = field(default_factory=MissingConfig)
+    split: SplitConfig = field(default_factory=SplitConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Nested plain dict; component params are flattened into their section."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = _section_to_dict(value) if dataclasses.is_dataclass(value) else value
+        return out
+
+    def hash(self, exclude: tuple[str, ...] = ("output",)) -> str:
+        """Content hash of the config (output paths excluded)."""
+        d = {k: v for k, v in self.to_dict().items() if k not in exclude}
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _section_to_dict(section: Any) -> dict[str, Any]:
+    d = {f.name: getattr(section, f.name) for f in dataclasses.fields(section) if f.name != "params"}
+    if isinstance(section, ComponentConfig):
+        d.update(section.params)
+    return d
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping; a missing file or malformed YAML is a ConfigError."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"malformed YAML in {p}{where}: {getattr(e, 'problem', e)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """'a.b=c' -> ('a.b', yaml-parsed c)."""
+    if "=" not in text:
+        raise ConfigError(f"--set expects key=value, got '{text}'")
+    key, raw = text.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw != "" else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
+    """Set d['a']['b'] = value for key 'a.b', creating mappings as needed."""
+    parts = key.split(".")
+    cur = d
+    for p in parts[:-1]:
+        nxt = cur.get(p)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            cur[p] = nxt
+        cur = nxt
+    cur[parts[-1]] = value
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Recursive merge; a nested mapping merges, anything else replaces."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def expand_dotted(d: dict[str, Any]) -> dict[str, Any]:
+    """{'a.b': 1} -> {'a': {'b': 1}} (keys without dots stay)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            v = expand_dotted(v)
+        if "." in k:
+            nested: dict[str, Any] = {}
+            set_dotted(nested, k, v)
+            out = deep_merge(out, nested)
+        else:
+            out = deep_merge(out, {k: v})
+    return out
+
+
+def _check_type(where: str, value: Any, tp: Any) -> Any:
+    """Check a YAML value against a dataclass field type; ints widen to floats."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _check_type(where, value, a)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
+    if tp is Any or tp is typing.Any:
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        (inner,) = typing.get_args(tp)[:1] or (Any,)
+        return [_check_type(f"{where}[{i}]", v, inner) for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def build_dataclass(cls: type, data: dict[str, Any], where: str) -> Any:
+    """Construct ``cls`` from a mapping, rejecting unknown keys with a suggestion."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.name != "params"]
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{where}.{key}" if where else key
+        if key not in names:
+            raise ConfigError(f"unknown config key '{path}'{closest(key, names)}; valid keys: {', '.join(names)}")
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+            kwargs[key] = build_dataclass(tp, value, path)
+        else:
+            kwargs[key] = _check_type(path, value, tp)
+    return cls(**kwargs)
+
+
+def _build_section(cls: type, data: dict[str, Any], where: str) -> Any:
+    """Sections of components: own fields plus any other key as a component param."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {data!r}")
+    own = {f.name for f in dataclasses.fields(cls)} - {"params"}
+    base = {k: v for k, v in data.items() if k in own}
+    params = {k: v for k, v in data.items() if k not in own}
+    obj = build_dataclass(cls, base, where)
+    obj.params = dict(params)
+    return obj
+
+
+def build_run_config(data: dict[str, Any], validate_components: bool = True) -> RunConfig:
+    """Build and validate a RunConfig from a (merged) mapping."""
+    data = expand_dotted(data)
+    hints = typing.get_type_hints(RunConfig)
+    names = [f.name for f in dataclasses.fields(RunConfig)]
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in names:
+            raise ConfigError(f"unknown config key '{key}'{closest(key, names)}; valid keys: {', '.join(names)}")
+        tp = hints[key]
+        if isinstance(tp, type) and issubclass(tp, ComponentConfig):
+            kwargs[key] = _build_section(tp, value, key)
+        elif dataclasses.is_dataclass(tp):
+            kwargs[key] = build_dataclass(tp, value, key)
+        else:
+            kwargs[key] = _check_type(key, value, tp)
+    cfg = RunConfig(**kwargs)
+    if validate_components:
+        validate(cfg)
+    return cfg
+
+
+def component_config(registry: Any, section: ComponentConfig, where: str) -> Any:
+    """Resolve ``section.name`` in ``registry`` and build its Config from ``section.params``."""
+    cls = registry.get(section.name)
+    cfg_cls = getattr(cls, "Config", None)
+    if cfg_cls is None:
+        if section.params:
+            raise ConfigError(f"{where} '{section.name}' takes no options, got: {', '.join(section.params)}")
+        return None
+    return build_dataclass(cfg_cls, section.params, f"{where}")
+
+
+def validate(cfg: RunConfig) -> None:
+    """Check names against the registries and component options against their Configs."""
+    from benchmark import registry as R
+
+    R.load_plugins()
+    component_config(R.DATASETS, cfg.dataset, "dataset")
+    component_config(R.PARTITIONERS, cfg.partition, "partition")
+    component_config(R.MASKERS, cfg.missing, "missing")
+    component_config(R.TASKS, cfg.task, "task")
+    component_config(R.ALGORITHMS, cfg.algorithm, "algorithm")
+    R.BACKBONES.get(cfg.model.backbone)
+    R.FUSIONS.get(cfg.model.fusion)
+    if cfg.partition.num_clients < 1:
+        raise ConfigError(f"partition.num_clients must be >= 1, got {cfg.partition.num_clients}")
+    for name in ("train", "val", "test"):
+        v = getattr(cfg.split, name)
+        if not 0.0 <= v <= 1.0:
+            raise ConfigError(f"split.{name} must be in [0, 1], got {v}")
+    if abs(cfg.split.train + cfg.split.val + cfg.split.test - 1.0) > 1e-6:
+        raise ConfigError("split.train + split.val + split.test must sum to 1")
+    if not 0.0 < cfg.train.client_fraction <= 1.0:
+        raise ConfigError(f"train.client_fraction must be in (0, 1], got {cfg.train.client_fraction}")
+    if cfg.missing.fill not in ("zeros", "random", "mean"):
+        raise ConfigError(f"missing.fill must be zeros, random or mean, got '{cfg.missing.fill}'")
+    if cfg.train.rounds < 1:
+        raise ConfigError(f"train.rounds must be >= 1, got {cfg.train.rounds}")
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Defaults <- run YAML <- --set overrides, validated."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        data = expand_dotted(load_yaml(path))
+    for item in overrides:
+        key, value = parse_override(item)
+        set_dotted(data, key, value)
+    return build_run_config(data)
+
+
+def defaults_yaml() -> dict[str, Any]:
+    """The documented defaults file, parsed."""
+    return load_yaml(DEFAULTS_FILE)

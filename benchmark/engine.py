@@ -1,0 +1,306 @@
+"""The round loop: sample clients, local update, aggregate, evaluate, select, stop.
+
+One seed drives everything (artifact, initialization, client sampling, dropout). The best
+round is chosen on the size-weighted validation score of the task's primary metric, and
+the test scores of that round are reported. Checkpoints hold the whole simulation state,
+so a killed run resumes at its last checkpoint with the same numbers it would have had.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from benchmark import registry as R
+from benchmark.algorithm import AlgoContext, Algorithm, Broadcast, NonFiniteLoss
+from benchmark.comm import Ledger, Payload, RawDataFingerprint
+from benchmark.config import RunConfig, component_config
+from benchmark.errors import BenchmarkError
+from benchmark.federation import ClientData, FederatedData
+from benchmark.memory import PeakMemory
+from benchmark.metrics import weighted_mean
+from benchmark.results import now_iso, provenance
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' -> CUDA when present, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise BenchmarkError(f"train.device is '{name}' but CUDA is not available; use 'auto' or 'cpu'")
+    return dev
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def aggregate_scores(per_client: dict[int, dict[str, dict[str, float]]], split: str) -> dict[str, float]:
+    """Size-weighted mean over clients of every metric of one split."""
+    cids = sorted(per_client)
+    if not cids:
+        return {}
+    names = [k for k in per_client[cids[0]][split] if k != "n"]
+    weights = [per_client[c][split]["n"] for c in cids]
+    return {m: weighted_mean([per_client[c][split][m] for c in cids], weights) for m in names}
+
+
+@dataclass
+class SimState:
+    """Everything that a checkpoint must hold to resume a run exactly."""
+
+    algo: Algorithm
+    states: dict[int, dict]
+    broadcast: Broadcast
+    ledger: Ledger
+    next_round: int = 0
+    history: dict[str, list] = field(default_factory=dict)
+    best: dict[str, Any] = field(default_factory=dict)
+    bad_evals: int = 0
+
+
+class Engine:
+    """Runs one configured cell end to end and returns its result record."""
+
+    def __init__(self, cfg: RunConfig, fed: FederatedData | None = None, progress: bool = False,
+                 audit: bool = True) -> None:
+        R.load_plugins()
+        self.cfg = cfg
+        self.device = resolve_device(cfg.train.device)
+        seed_everything(cfg.seed)
+        if fed is None:
+            from data_prep.build import build_federation
+
+            fed = build_federation(cfg)
+        self.fed = fed
+        self.progress = progress
+        self.audit = audit
+        task_cls = R.TASKS.get(cfg.task.name)
+        self.task = task_cls(component_config(R.TASKS, cfg.task, "task"))
+        self.algo_cls = R.ALGORITHMS.get(cfg.algorithm.name)
+        if cfg.task.name not in self.algo_cls.tasks:
+            raise BenchmarkError(f"algorithm '{cfg.algorithm.name}' is not defined for task '{cfg.task.name}' "
+                                 f"(it supports: {', '.join(self.algo_cls.tasks)})")
+        self.algo_cfg = component_config(R.ALGORITHMS, cfg.algorithm, "algorithm")
+        self.clients = [c.to(self.device) for c in fed.clients]
+        if self.algo_cls.centralized:
+            if fed.pooled is None:
+                raise BenchmarkError("this federated artifact has no pooled view for a centralized run")
+            self.train_clients = [fed.pooled.to(self.device)]
+        else:
+            self.train_clients = self.clients
+
+    # ------------------------------------------------------------------ helpers
+    def _context(self) -> AlgoContext:
+        f = self.fed
+        return AlgoContext(run=self.cfg, task=self.task, modalities=f.modalities, feature_dims=f.feature_dims,
+                           num_classes=f.num_classes, num_clients=len(self.train_clients),
+                           client_ids=[c.cid for c in self.train_clients],
+                           num_global_nodes=f.num_global_nodes, device=self.device, seed=self.cfg.seed)
+
+    def _checkpoint_path(self) -> Path:
+        return Path(self.cfg.output.checkpoint_dir) / f"{self.cfg.hash()}.pt"
+
+    def _save_checkpoint(self, sim: SimState) -> None:
+        path = self._checkpoint_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        torch.save({"sim": sim, "rng": _rng_state(), "config_hash": self.cfg.hash()}, tmp)
+        os.replace(tmp, path)
+
+    def _load_checkpoint(self) -> SimState | None:
+        path = self._checkpoint_path()
+        if not path.exists():
+            return None
+        blob = torch.load(path, map_location=self.device, weights_only=False)
+        _set_rng_state(blob["rng"])
+        return blob["sim"]
+
+    @staticmethod
+    def _for_client(broadcast: Broadcast, cid: int) -> Payload:
+        if broadcast and all(isinstance(k, int) for k in broadcast):
+            return broadcast[cid]  # type: ignore[index]
+        return broadcast  # type: ignore[return-value]
+
+    def _sample(self, rnd: int) -> list[ClientData]:
+        k = len(self.train_clients)
+        m = max(1, int(round(self.cfg.train.client_fraction * k)))
+        if m >= k:
+            return list(self.train_clients)
+        rng = np.random.default_rng([self.cfg.seed, rnd])
+        idx = sorted(rng.choice(k, size=m, replace=False).tolist())
+        return [self.train_clients[i] for i in idx]
+
+    def _evaluate(self, sim: SimState) -> dict[int, dict[str, dict[str, float]]]:
+        per_client = {}
+        for c in self.clients:
+            state = sim.states.get(c.cid, {}) if not self.algo_cls.centralized else sim.states[-1]
+            received = self._for_client(sim.broadcast, -1 if self.algo_cls.centralized else c.cid)
+            per_client[c.cid] = sim.algo.evaluate(c, state, received)
+        return per_client
+
+    def _setup_exchange(self, sim: SimState, raws: dict[int, RawDataFingerprint]) -> None:
+        uploads = {}
+        for c in self.train_clients:
+            up = sim.algo.setup_upload(c, sim.states[c.cid])
+            sim.ledger.record(-1, "up", c.cid, up, phase="setup")
+            if self.audit:
+                sim.ledger.audit_upload(-1, c.cid, up, raws[c.cid], self.algo_cls.upload_keys)
+            uploads[c.cid] = up
+        replies = sim.algo.setup_aggregate(uploads)
+        for c in self.train_clients:
+            sim.ledger.record(-1, "down", c.cid, replies[c.cid], phase="setup")
+            sim.algo.setup_receive(c, sim.states[c.cid], replies[c.cid])
+
+    # ------------------------------------------------------------------ main loop
+    def run(self, resume: bool = True) -> dict[str, Any]:
+        cfg = self.cfg
+        primary = f"val/{self.task.primary_metric}"
+        start = time.perf_counter()
+        status, error = "ok", None
+        sim = self._load_checkpoint() if resume and cfg.train.checkpoint_every > 0 else None
+        raws = {c.cid: RawDataFingerprint(c) for c in self.train_clients} if self.audit else {}
+        with PeakMemory(self.device) as mem:
+            if sim is None:
+                seed_everything(cfg.seed)
+                algo = self.algo_cls(self.algo_cfg, self._context())
+                sim = SimState(algo=algo, states={c.cid: {} for c in self.train_clients},
+                               broadcast={}, ledger=Ledger(),
+                               history={k: [] for k in ("round", primary, f"test/{self.task.primary_metric}",
+                                                        "bytes_up", "bytes_down", "seconds")},
+                               best={"score": -math.inf, "round": -1})
+                sim.broadcast = algo.init_server()
+                if self.algo_cls.has_setup:
+                    self._setup_exchange(sim, raws)
+            rounds = range(sim.next_round, cfg.train.rounds)
+            bar = tqdm(rounds, desc=f"{cfg.algorithm.name} seed {cfg.seed}", disable=not self.progress, leave=False)
+            for rnd in bar:
+                t0 = time.perf_counter()
+                n_up = len(sim.ledger.entries)
+                try:
+                    uploads: dict[int, Payload] = {}
+                    for c in self._sample(rnd):
+                        received = self._for_client(sim.broadcast, c.cid)
+                        sim.ledger.record(rnd, "down", c.cid, received)
+                        up = sim.algo.client_update(c, sim.states[c.cid], received, rnd)
+                        bad = [k for k, t in up.items() if t.dtype.is_floating_point and not torch.isfinite(t).all()]
+                        if bad:
+                            raise NonFiniteLoss(f"non-finite values in upload '{bad[0]}' of client {c.cid}")
+                        sim.ledger.record(rnd, "up", c.cid, up)
+                        if self.audit:
+                            sim.ledger.audit_upload(rnd, c.cid, up, raws[c.cid], self.algo_cls.upload_keys)
+                        uploads[c.cid] = up
+                    sim.broadcast = sim.algo.aggregate(uploads, rnd)
+                except NonFiniteLoss as e:
+                    status, error = "failed", {"round": rnd, "reason": str(e)}
+                    break
+                seconds = time.perf_counter() - t0
+                new = sim.ledger.entries[n_up:]
+                sim.history["round"].append(rnd)
+                sim.history["bytes_up"].append(sum(e.nbytes for e in new if e.direction == "up"))
+                sim.history["bytes_down"].append(sum(e.nbytes for e in new if e.direction == "down"))
+                sim.history["seconds"].append(seconds)
+                last = rnd == cfg.train.rounds - 1
+                if rnd % cfg.train.eval_every == 0 or last:
+                    per_client = self._evaluate(sim)
+                    val = aggregate_scores(per_client, "val")
+                    test = aggregate_scores(per_client, "test")
+                    score = val[self.task.primary_metric]
+                    sim.history[primary].append(score)
+                    sim.history[f"test/{self.task.primary_metric}"].append(test[self.task.primary_metric])
+                    bar.set_postfix({"val": f"{score:.3f}"})
+                    if score > sim.best["score"]:
+                        sim.best = {"score": score, "round": rnd, "val": val, "test": test,
+                                    "per_client": per_client}
+                        sim.bad_evals = 0
+                    else:
+                        sim.bad_evals += 1
+                else:
+                    sim.history[primary].append(None)
+                    sim.history[f"test/{self.task.primary_metric}"].append(None)
+                sim.next_round = rnd + 1
+                if cfg.train.checkpoint_every > 0 and sim.next_round % cfg.train.checkpoint_every == 0:
+                    self._save_checkpoint(sim)
+                if cfg.train.patience > 0 and sim.bad_evals >= cfg.train.patience:
+                    break
+        if self.audit and sim.ledger.violations and status == "ok":
+            status, error = "failed", {"round": -1, "reason": "ledger audit: " + sim.ledger.violations[0]}
+        ckpt = self._checkpoint_path()
+        if ckpt.exists():
+            ckpt.unlink()
+        self.sim = sim
+        return self._record(sim, status, error, time.perf_counter() - start, mem.peak_mb)
+
+    def _record(self, sim: SimState, status: str, error: dict | None, wall: float, peak_mb: float) -> dict[str, Any]:
+        best = sim.best
+        metrics: dict[str, float] = {}
+        per_client_out: dict[str, list] = {}
+        sizes: list[float] = []
+        if best.get("round", -1) >= 0:
+            for split in ("val", "test"):
+                for k, v in best[split].items():
+                    metrics[f"{split}/{k}"] = v
+            cids = sorted(best["per_client"])
+            for k in best["per_client"][cids[0]]["test"]:
+                if k != "n":
+                    per_client_out[f"test/{k}"] = [best["per_client"][c]["test"][k] for c in cids]
+            sizes = [best["per_client"][c]["test"]["n"] for c in cids]
+        elif status == "ok":
+            status, error = "failed", {"round": -1, "reason": "no evaluation happened"}
+        rounds_run = len(sim.history.get("round", []))
+        secs = sim.history.get("seconds", [])
+        return {
+            "params": {},
+            "seed": self.cfg.seed,
+            "status": status,
+            "error": error,
+            "metrics": metrics,
+            "best_round": best.get("round", -1),
+            "rounds_run": rounds_run,
+            "per_client": per_client_out,
+            "client_sizes": sizes,
+            "curves": sim.history,
+            "comm": sim.ledger.summary(),
+            "seconds_per_round": float(np.median(secs)) if secs else None,
+            "bytes_per_round": (sim.ledger.total_bytes("up", "train") + sim.ledger.total_bytes("down", "train"))
+            / max(rounds_run, 1),
+            "algorithm": {"name": self.cfg.algorithm.name, "personalized": self.algo_cls.personalized},
+            "config": self.cfg.to_dict(),
+            "provenance": provenance(self.cfg, self.fed.artifact_hash,
+                                     self.fed.stats.get("artifact_recipe", ""), self.device),
+            "peak_memory_mb": peak_mb,
+            "wall_time_s": wall,
+            "timestamp": now_iso(),
+        }
+
+
+def run_config(cfg: RunConfig, progress: bool = False) -> dict[str, Any]:
+    """Build the artifact (cached) and run one cell."""
+    return Engine(cfg, progress=progress).run()

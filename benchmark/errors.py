@@ -1,0 +1,35 @@
+"""User-facing errors.
+
+Anything raised as a :class:`BenchmarkError` is a problem with the user's input (config,
+names, data files). The CLI prints it as one line and exits with code 2, writing nothing.
+Everything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class BenchmarkError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+class ConfigError(BenchmarkError):
+    """Malformed or invalid configuration."""
+
+
+class DataError(BenchmarkError):
+    """A data file is missing or malformed."""
+
+
+def closest(name: str, choices: Iterable[str]) -> str:
+    """Return ' (did you mean 'x'?)' for the closest choice, or '' when none is close."""
+    match = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def unknown(kind: str, name: str, choices: Iterable[str]) -> ConfigError:
+    """Error for an unknown name, listing the valid ones and suggesting the closest."""
+    choices = sorted(choices)
+    return ConfigError(f"unknown {kind} '{name}'{closest(name, choices)}; valid: {', '.join(choices)}")

@@ -1,0 +1,159 @@
+"""What the simulation holds: a multimodal graph, a partition of it, and each client's view.
+
+``GraphDataset`` is what a dataset loader returns. ``ClientIndex`` is what a partitioner
+returns for one client. ``ClientData`` is everything one client may touch: the engine gives
+an algorithm exactly one ``ClientData`` at a time and nothing else of the raw data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class GraphDataset:
+    """A multimodal graph: per-modality node features, undirected edges, labels, splits.
+
+    ``available`` is the *natural* availability (True = present) that came with the data;
+    simulated missingness is stacked on top of it by a masker. ``edge_index`` holds both
+    directions of every undirected edge, without self-loops.
+    """
+
+    name: str
+    features: dict[str, Tensor]          # modality -> [N, d_m] float
+    edge_index: Tensor                   # [2, E] long
+    y: Tensor | None = None              # [N] long, or None for unlabeled graphs
+    num_classes: int = 0
+    available: Tensor | None = None      # [N, M] bool, natural availability
+    train_mask: Tensor | None = None     # [N] bool (global split; partitioners keep it)
+    val_mask: Tensor | None = None
+    test_mask: Tensor | None = None
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.available is None:
+            self.available = torch.ones(self.num_nodes, len(self.features), dtype=torch.bool)
+
+    @property
+    def modalities(self) -> list[str]:
+        return list(self.features)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(next(iter(self.features.values())).shape[0])
+
+    @property
+    def num_edges(self) -> int:
+        """Number of undirected edges."""
+        return int(self.edge_index.shape[1] // 2)
+
+    @property
+    def feature_dims(self) -> dict[str, int]:
+        return {m: int(x.shape[1]) for m, x in self.features.items()}
+
+    def fingerprint(self) -> str:
+        """Content hash of the dataset (features, edges, labels, availability, splits)."""
+        h = hashlib.sha256(self.name.encode())
+        for m in sorted(self.features):
+            h.update(m.encode())
+            h.update(_tensor_bytes(self.features[m]))
+        for t in (self.edge_index, self.y, self.available, self.train_mask, self.val_mask, self.test_mask):
+            if t is not None:
+                h.update(_tensor_bytes(t))
+        return h.hexdigest()[:16]
+
+
+def _tensor_bytes(t: Tensor) -> bytes:
+    t = t.detach().cpu().contiguous()
+    return str(tuple(t.shape)).encode() + t.numpy().tobytes()
+
+
+@dataclass
+class ClientIndex:
+    """One client's share of a partition: the global ids of its nodes (sorted)."""
+
+    node_ids: Tensor                     # [n_c] long, global node ids
+
+
+@dataclass
+class PartitionResult:
+    """A partitioner's output: clients plus what the split dropped."""
+
+    clients: list[ClientIndex]
+    dropped_edges: int                   # undirected edges whose ends are on different clients
+    dropped_nodes: int = 0               # nodes assigned to no client
+    info: dict = field(default_factory=dict)
+
+
+@dataclass
+class ClientData:
+    """Everything one client holds. Algorithms see nothing else of the raw data.
+
+    ``features`` are already masked: an unavailable modality of a node holds the fill value
+    (zeros by default), never the true value. ``available`` says which are real.
+    ``boundary_edges`` lists edges from this client's nodes to nodes of other clients as
+    (local index, global id of the remote node): the global edge list that FedGCN and
+    FedLAP are allowed to know, with no remote features.
+    """
+
+    cid: int
+    global_ids: Tensor                   # [n] long
+    features: dict[str, Tensor]          # modality -> [n, d_m]
+    available: Tensor                    # [n, M] bool
+    edge_index: Tensor                   # [2, e] local, both directions
+    y: Tensor | None
+    train_mask: Tensor
+    val_mask: Tensor
+    test_mask: Tensor
+    num_classes: int
+    boundary_edges: Tensor = field(default_factory=lambda: torch.empty(2, 0, dtype=torch.long))
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.global_ids.numel())
+
+    @property
+    def modalities(self) -> list[str]:
+        return list(self.features)
+
+    @property
+    def num_train(self) -> int:
+        return int(self.train_mask.sum())
+
+    def to(self, device: torch.device | str) -> "ClientData":
+        """A copy with every tensor on ``device``."""
+        return ClientData(
+            cid=self.cid,
+            global_ids=self.global_ids.to(device),
+            features={m: x.to(device) for m, x in self.features.items()},
+            available=self.available.to(device),
+            edge_index=self.edge_index.to(device),
+            y=None if self.y is None else self.y.to(device),
+            train_mask=self.train_mask.to(device),
+            val_mask=self.val_mask.to(device),
+            test_mask=self.test_mask.to(device),
+            num_classes=self.num_classes,
+            boundary_edges=self.boundary_edges.to(device),
+        )
+
+
+@dataclass
+class FederatedData:
+    """The clients of one federated artifact, plus metadata every algorithm may know."""
+
+    clients: list[ClientData]
+    modalities: list[str]
+    feature_dims: dict[str, int]
+    num_classes: int
+    artifact_hash: str
+    num_global_nodes: int
+    pooled: ClientData | None = None     # the whole graph with the same masks (Centralized only)
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.clients)

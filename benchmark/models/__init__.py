@@ -1,0 +1,1 @@
+"""Model parts: per-modality encoders, fusions and GNN backbones, all registered by name."""

@@ -1,0 +1,120 @@
+"""String-addressable registries (PyKEEN's class-resolver idea, without if/elif dispatch).
+
+Every pluggable component registers itself with a decorator::
+
+    @ALGORITHMS.register("fedavg")
+    class FedAvg(Algorithm): ...
+
+and is found by name from YAML. ``load_plugins()`` imports the packages that hold
+components so that their decorators run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+from benchmark.errors import ConfigError, unknown
+
+T = TypeVar("T")
+
+
+def first_doc_line(obj: Any) -> str:
+    """The first non-empty line of an object's docstring."""
+    doc = (getattr(obj, "__doc__", None) or "").strip()
+    return doc.splitlines()[0].strip() if doc else ""
+
+
+class Registry(Generic[T]):
+    """A name -> component map for one kind of component."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str | None = None) -> Callable[[T], T]:
+        """Class/function decorator registering the component under ``name``."""
+
+        def deco(obj: T) -> T:
+            key = name or getattr(obj, "__name__", str(obj)).lower()
+            if key in self._items and self._items[key] is not obj:
+                raise ConfigError(f"{self.kind} '{key}' is registered twice")
+            self._items[key] = obj
+            try:
+                setattr(obj, "registry_name", key)
+            except (AttributeError, TypeError):
+                pass
+            return obj
+
+        return deco
+
+    def unregister(self, name: str) -> None:
+        """Remove a component (used by `submit` and tests that register temporary ones)."""
+        self._items.pop(name, None)
+
+    def get(self, name: str) -> T:
+        """Look a component up; an unknown name is a ConfigError suggesting the closest."""
+        if name not in self._items:
+            raise unknown(self.kind, name, self._items)
+        return self._items[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._items))
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def describe(self) -> list[tuple[str, str]]:
+        """(name, one-line doc) for every component, sorted by name."""
+        return [(n, first_doc_line(self._items[n])) for n in self.names()]
+
+
+DATASETS: Registry[Any] = Registry("dataset")
+PARTITIONERS: Registry[Any] = Registry("partitioner")
+MASKERS: Registry[Any] = Registry("masker")
+TASKS: Registry[Any] = Registry("task")
+MODELS: Registry[Any] = Registry("model")
+FUSIONS: Registry[Any] = Registry("fusion")
+BACKBONES: Registry[Any] = Registry("backbone")
+ALGORITHMS: Registry[Any] = Registry("algorithm")
+METRICS: Registry[Any] = Registry("metric")
+
+ALL_REGISTRIES: dict[str, Registry[Any]] = {
+    "datasets": DATASETS,
+    "partitioners": PARTITIONERS,
+    "maskers": MASKERS,
+    "tasks": TASKS,
+    "models": MODELS,
+    "fusions": FUSIONS,
+    "backbones": BACKBONES,
+    "algorithms": ALGORITHMS,
+    "metrics": METRICS,
+}
+
+PLUGIN_PACKAGES = ("benchmark.tasks", "benchmark.models", "benchmark.metrics", "data_prep", "baselines", "methods")
+_loaded = False
+
+
+def _import_tree(package: str) -> None:
+    mod = importlib.import_module(package)
+    for info in pkgutil.walk_packages(getattr(mod, "__path__", []), prefix=package + "."):
+        if info.name.rsplit(".", 1)[-1].startswith("_") or ".tests" in info.name:
+            continue
+        if info.name == "methods.template":
+            continue  # the submission template registers itself only when submitted
+        importlib.import_module(info.name)
+
+
+def load_plugins() -> None:
+    """Import every module that registers components (idempotent)."""
+    global _loaded
+    if _loaded:
+        return
+    for pkg in PLUGIN_PACKAGES:
+        _import_tree(pkg)
+    _loaded = True

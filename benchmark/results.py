@@ -1,0 +1,146 @@
+"""Result records: schema, provenance, and an append-only JSON-lines store.
+
+One line per finished cell. Appends take an exclusive file lock and write the whole line
+with a single ``write`` followed by ``fsync``, so parallel workers never interleave and an
+interrupted run leaves at most a truncated last line, which ``read`` skips (and reports)
+rather than failing on.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import json
+import math
+import os
+import platform
+import subprocess
+import warnings
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmark import __version__
+from benchmark.config import RunConfig
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@lru_cache(maxsize=1)
+def git_state() -> tuple[str, bool]:
+    """(commit sha, dirty flag) of the code, or ('unknown', False) outside a git checkout."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                                    capture_output=True, text=True, timeout=10).stdout.strip())
+        return (sha or "unknown"), dirty
+    except (OSError, subprocess.SubprocessError):
+        return "unknown", False
+
+
+@lru_cache(maxsize=1)
+def package_versions() -> dict[str, str]:
+    import numpy
+    import torch_geometric
+
+    return {
+        "fedmm_bench": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_geometric": torch_geometric.__version__,
+        "numpy": numpy.__version__,
+    }
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda:{torch.cuda.get_device_name(device)}"
+    return f"cpu:{platform.processor() or platform.machine()}"
+
+
+def protocol_hash(cfg: RunConfig) -> str:
+    """Hash of what defines how a number is produced, apart from method, seed and artifact."""
+    d = cfg.to_dict()
+    keep = {k: d[k] for k in ("dataset", "split", "task", "train", "model")}
+    keep["train"] = {k: v for k, v in keep["train"].items() if k not in ("device", "checkpoint_every")}
+    import hashlib
+
+    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def provenance(cfg: RunConfig, artifact_hash: str, artifact_recipe: str, device: torch.device) -> dict[str, Any]:
+    sha, dirty = git_state()
+    return {
+        "artifact_hash": artifact_hash,
+        "artifact_recipe": artifact_recipe,
+        "protocol": protocol_hash(cfg),
+        "config_hash": cfg.hash(),
+        "git_sha": sha,
+        "git_dirty": dirty,
+        "versions": package_versions(),
+        "device": device_name(device),
+    }
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _clean(obj: Any) -> Any:
+    """JSON-safe copy: NaN/inf become None, tensors become lists."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, torch.Tensor):
+        return _clean(obj.tolist())
+    return obj
+
+
+class ResultStore:
+    """Append-only JSON-lines file of result records."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def append(self, record: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = (json.dumps(_clean(record), sort_keys=True) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size:
+                # A previous writer killed mid-line leaves no newline: start on a fresh line.
+                with open(self.path, "rb") as f:
+                    f.seek(size - 1)
+                    if f.read(1) != b"\n":
+                        line = b"\n" + line
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def read(self) -> list[dict[str, Any]]:
+        """All complete records; a corrupt (truncated) line is skipped with a warning."""
+        if not self.path.exists():
+            return []
+        out = []
+        for i, raw in enumerate(self.path.read_text().splitlines(), 1):
+            if not raw.strip():
+                continue
+            try:
+                out.append(json.loads(raw))
+            except json.JSONDecodeError:
+                warnings.warn(f"{self.path}:{i}: skipping a corrupt record line", stacklevel=2)
+        return out
+
+    def done_cells(self) -> set[str]:
+        """cell ids with a finished record (ok or failed)."""
+        return {r["cell_id"] for r in self.read() if "cell_id" in r}

@@ -1,0 +1,1 @@
+"""Datasets, partitioners, missing-modality maskers and the federated-artifact builder."""

@@ -1,0 +1,1 @@
+"""The source papers' own methods, plus template.py for a new submission."""

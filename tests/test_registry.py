@@ -1,0 +1,47 @@
+"""Registries: decorator registration, lookup errors, the `list` verb."""
+
+import pytest
+
+from benchmark import registry as R
+from benchmark.cli import main
+from benchmark.errors import ConfigError
+from benchmark.registry import Registry
+
+
+def test_register_and_get():
+    reg: Registry = Registry("thing")
+
+    @reg.register("alpha")
+    class Alpha:
+        """First thing."""
+
+    assert reg.get("alpha") is Alpha and "alpha" in reg
+    assert reg.describe() == [("alpha", "First thing.")]
+    with pytest.raises(ConfigError, match="did you mean 'alpha'"):
+        reg.get("alpah")
+
+
+def test_double_registration_is_error():
+    reg: Registry = Registry("thing")
+    reg.register("x")(type("A", (), {}))
+    with pytest.raises(ConfigError):
+        reg.register("x")(type("B", (), {}))
+
+
+def test_foundation_components_registered():
+    R.load_plugins()
+    for name in ("local", "centralized", "fedavg", "fedprox", "fedgcn", "fedgraphsage", "fedproto"):
+        assert name in R.ALGORITHMS
+    for name in ("iid", "dirichlet_label", "louvain"):
+        assert name in R.PARTITIONERS
+    for name in ("none", "node_level", "client_level"):
+        assert name in R.MASKERS
+    assert "synthetic" in R.DATASETS and "node_cls" in R.TASKS
+    assert {"gcn", "sage", "gat", "mlp"} <= set(R.BACKBONES.names())
+    assert {"concat", "mean", "attention"} <= set(R.FUSIONS.names())
+
+
+def test_list_prints_docs(capsys):
+    assert main(["list", "--options"]) == 0
+    out = capsys.readouterr().out
+    assert "fedprox" in out and "FedProx" in out and "mu = 0.001" in out and "demo" in out
