@@ -150,10 +150,19 @@ def write_suite_tables(suite: Any, records: list[dict], scale: str, out: str) ->
 def write_suite_plots(suite: Any, records: list[dict], scale: str, out: str) -> list[Path]:
     from benchmark.report.plots import robustness_plot
 
+    import inspect
+
+    from benchmark.errors import ConfigError, closest
+
+    allowed = [k for k in inspect.signature(robustness_plot).parameters if k not in ("records", "out_stem")]
     paths: list[Path] = []
     for spec in suite.spec.get("plots") or []:
         spec = dict(spec)
         name = spec.pop("name", f"{spec.get('metric', 'metric')}_vs_{spec.get('x', 'x')}")
+        for key in spec:
+            if key not in allowed:
+                raise ConfigError(f"suite '{suite.name}': unknown plot key '{key}'{closest(key, allowed)}; "
+                                  f"valid: name, {', '.join(allowed)}")
         paths += robustness_plot(records, out_stem=Path(out) / f"{suite.name}_{scale}_{name}", **spec)
     return paths
 

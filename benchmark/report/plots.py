@@ -1,0 +1,331 @@
+"""Robustness and per-round plots (PNG + PDF), plus the area-under-curve robustness score.
+
+Figures are drawn on a bare :class:`matplotlib.figure.Figure` with the Agg canvas so nothing
+depends on (or changes) the global pyplot backend; this runs headless. Records are grouped with
+the same rules as the tables (:mod:`benchmark.report.records`), so a point on a plot is the same
+average as the matching table cell; bands are +-1 sample std (ddof=1) over seeds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator
+
+from benchmark.errors import ConfigError, DataError, closest
+from benchmark.report.records import (
+    STD_DDOF,
+    aggregate,
+    apply_filters,
+    check_keys,
+    check_uniform,
+    metric_column,
+    records_frame,
+    select_records,
+    value_key,
+)
+from benchmark.report.tables import key_label, metric_label
+
+log = logging.getLogger(__name__)
+
+_MAX_MARKED_POINTS = 30
+
+
+def curve_auc(x_values: Sequence[float], y_values: Sequence[float]) -> float:
+    """Trapezoid area under y(x) divided by the x range, i.e. the mean height of the curve.
+
+    Normalising by the range keeps the score in the metric's units, so methods evaluated on the
+    same x grid compare directly. A single point gives its y; a NaN anywhere gives NaN (a failed
+    point makes the score undefined rather than silently better).
+    """
+    x = np.asarray(x_values, dtype=float)
+    y = np.asarray(y_values, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"curve_auc needs two 1-d sequences of equal length, got {x.shape} and {y.shape}")
+    if x.size == 0:
+        raise ValueError("curve_auc needs at least one point")
+    if np.isnan(x).any() or np.isnan(y).any():
+        return math.nan
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    width = x[-1] - x[0]
+    if width == 0:
+        return float(y.mean())
+    area = float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2.0))
+    return area / width
+
+
+def _stem_paths(out_stem: str | Path) -> tuple[Path, Path]:
+    stem = Path(out_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    return Path(f"{stem}.png"), Path(f"{stem}.pdf")
+
+
+def _save(fig: Figure, out_stem: str | Path) -> list[Path]:
+    png, pdf = _stem_paths(out_stem)
+    FigureCanvasAgg(fig)
+    fig.savefig(png, dpi=200, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(pdf, bbox_inches="tight", metadata={"CreationDate": None, "Creator": None})
+    return [png, pdf]
+
+
+def _hue_text(value: Any, hue_labels: Mapping[Any, str] | None) -> str:
+    if hue_labels:
+        labels = {value_key(k): str(v) for k, v in hue_labels.items()}
+        if value_key(value) in labels:
+            return labels[value_key(value)]
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _prepare(records: Sequence[Mapping[str, Any]], keys: Sequence[str], filters: Mapping[str, Any] | None,
+             what: str) -> pd.DataFrame:
+    """Frame of the records a plot may use: keys checked, filters applied, cells uniform."""
+    if not records:
+        raise DataError(f"{what}: no result records to plot")
+    frame = records_frame(records)
+    check_keys(frame, keys, what)
+    frame = apply_filters(frame, filters, what)
+    if frame.empty:
+        raise ConfigError(f"{what}: filters {dict(filters or {})} match no records")
+    check_uniform(frame, keys, what)
+    return frame
+
+
+def _metric_col(frame: pd.DataFrame, metric: str, what: str) -> str:
+    col = metric_column(metric)
+    if col not in frame.columns:
+        known = frame.attrs.get("metric_keys", [])
+        raise ConfigError(f"{what}: metric '{col}' is in no record{closest(col, known)}; "
+                          f"metrics in the records: {', '.join(known) or '(none)'}")
+    return col
+
+
+def _log_exclusions(exclusions: Sequence[Any], what: str) -> None:
+    for ex in exclusions:
+        log.warning("%s: cell %s: %d record(s) excluded, %s", what, ex.cell, ex.n_excluded, ex.reason)
+
+
+def _hue_order(values: Sequence[Any], hue_order: Sequence[Any] | None) -> list[Any]:
+    present = list(dict.fromkeys(values))
+    if not hue_order:
+        return sorted(present, key=lambda v: (isinstance(value_key(v), str), value_key(v)
+                                              if not isinstance(value_key(v), str) else 0.0, str(v)))
+    wanted = [value_key(v) for v in hue_order]
+    rank = {nk: i for i, nk in enumerate(wanted)}
+    return sorted(present, key=lambda v: (rank.get(value_key(v), len(rank)), str(v)))
+
+
+def _y_label(metric: str, percent: bool) -> str:
+    label = metric_label(metric)
+    if not percent:
+        return label
+    return label[:-1] + ", %)" if label.endswith(")") else label + " (%)"
+
+
+def _new_figure(n_series: int) -> tuple[Figure, Any, list[Any]]:
+    with sns.axes_style("whitegrid"):
+        fig = Figure(figsize=(5.0, 3.6), layout="constrained")
+        ax = fig.add_subplot()
+    palette = sns.color_palette("colorblind", max(n_series, 1))
+    return fig, ax, palette
+
+
+def _legend_below(ax: Any, n: int) -> None:
+    """Legend under the axes so it never hides a line; bbox_inches='tight' keeps it in frame."""
+    if n:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(n, 4), frameon=False, fontsize=8)
+
+
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
+
+
+def robustness_plot(
+    records: Sequence[Mapping[str, Any]],
+    x: str,
+    metric: str,
+    *,
+    hue: str = "algorithm.name",
+    out_stem: str | Path,
+    title: str = "",
+    hue_labels: Mapping[Any, str] | None = None,
+    filters: Mapping[str, Any] | None = None,
+    hue_order: Sequence[Any] | None = None,
+    log_x: bool | None = None,
+    percent: bool = True,
+) -> list[Path]:
+    """Plot mean metric vs ``x`` (e.g. missing.rate, partition.alpha), one line per ``hue`` value,
+    +-1 std band over seeds; write ``<out_stem>.png`` and ``.pdf`` and return both paths.
+
+    ``log_x=None`` picks a log axis for alpha-like keys (Dirichlet alpha spans decades).
+    Cells whose seeds all failed are left out of the line and named in its legend entry.
+    """
+    what = f"robustness plot of {metric} vs {x}"
+    if x == hue:
+        raise ConfigError(f"{what}: x and hue are the same key '{x}'")
+    frame = _prepare(records, [x, hue], filters, what)
+    col = _metric_col(frame, metric, what)
+    selected, exclusions = select_records(frame, [hue, x])
+    _log_exclusions(exclusions, what)
+    agg = aggregate(selected, [hue, x], [col])
+    xs_all = pd.to_numeric(agg[x], errors="coerce")
+    if xs_all.isna().any():
+        bad = sorted({str(v) for v, n in zip(agg[x], xs_all) if n != n})
+        raise ConfigError(f"{what}: x param '{x}' must be numeric, got {', '.join(bad)}")
+    if log_x is None:
+        log_x = "alpha" in x.lower() and bool((xs_all > 0).all())
+    elif log_x and not (xs_all > 0).all():
+        raise ConfigError(f"{what}: log x axis needs positive '{x}' values")
+    scale = 100.0 if percent else 1.0
+    if not (agg["n"] > 0).any():
+        raise DataError(f"{what}: no successful record has '{col}'")
+
+    hues = _hue_order(agg[hue].tolist(), hue_order)
+    fig, ax, palette = _new_figure(len(hues))
+    for i, h in enumerate(hues):
+        part = agg[agg[hue].map(value_key) == value_key(h)].copy()
+        part["x"] = pd.to_numeric(part[x])
+        part = part.sort_values("x")
+        ok = part[part["n"] > 0]
+        failed = part[(part["n_ok"] == 0) & (part["n_failed"] > 0)]
+        label = _hue_text(h, hue_labels)
+        if not failed.empty:
+            label += f" (failed at {x.split('.')[-1]}=" + ", ".join(f"{v:g}" for v in failed["x"]) + ")"
+        xs = ok["x"].to_numpy()
+        mean = ok["mean"].to_numpy() * scale
+        std = np.nan_to_num(ok["std"].to_numpy() * scale)
+        color = palette[i % len(palette)]
+        ax.plot(xs, mean, marker=_MARKERS[i % len(_MARKERS)], markersize=5, linewidth=1.6,
+                color=color, label=label)
+        ax.fill_between(xs, mean - std, mean + std, color=color, alpha=0.18, linewidth=0)
+
+    ticks = sorted(set(xs_all.tolist()))
+    if log_x:
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.set_xticklabels([f"{t:g}" for t in ticks])
+    ax.set_xlabel(key_label(x) + (" (log scale)" if log_x else ""))
+    ax.set_ylabel(_y_label(metric, percent))
+    if title:
+        ax.set_title(title)
+    _legend_below(ax, len(hues))
+    return _save(fig, out_stem)
+
+
+def robustness_auc(
+    records: Sequence[Mapping[str, Any]],
+    x: str,
+    metric: str,
+    *,
+    hue: str = "algorithm.name",
+    filters: Mapping[str, Any] | None = None,
+    log_x: bool | None = None,
+    percent: bool = True,
+) -> dict[Any, float]:
+    """Robustness AUC per hue value: :func:`curve_auc` of the seed-mean curve of ``metric`` vs ``x``.
+
+    A hue value lacking a successful point at any x that others have gets NaN, since an area
+    over a shorter range is not comparable. ``log_x`` (default: alpha-like keys) integrates over
+    log10(x) so each decade of alpha weighs the same.
+    """
+    what = f"robustness AUC of {metric} vs {x}"
+    frame = _prepare(records, [x, hue], filters, what)
+    col = _metric_col(frame, metric, what)
+    selected, exclusions = select_records(frame, [hue, x])
+    _log_exclusions(exclusions, what)
+    agg = aggregate(selected, [hue, x], [col])
+    agg["x"] = pd.to_numeric(agg[x], errors="coerce")
+    if agg["x"].isna().any():
+        raise ConfigError(f"{what}: x param '{x}' must be numeric")
+    if log_x is None:
+        log_x = "alpha" in x.lower() and bool((agg["x"] > 0).all())
+    grid = sorted(set(agg["x"]))
+    scale = 100.0 if percent else 1.0
+    out: dict[Any, float] = {}
+    for h in _hue_order(agg[hue].tolist(), None):
+        part = agg[(agg[hue].map(value_key) == value_key(h)) & (agg["n"] > 0)].sort_values("x")
+        if sorted(part["x"]) != grid:
+            out[h] = math.nan
+            continue
+        xs = np.log10(part["x"].to_numpy()) if log_x else part["x"].to_numpy()
+        out[h] = float(curve_auc(xs, part["mean"].to_numpy() * scale))
+    return out
+
+
+def round_curve_plot(
+    records: Sequence[Mapping[str, Any]],
+    metric: str = "val/accuracy",
+    *,
+    hue: str = "algorithm.name",
+    out_stem: str | Path,
+    title: str = "",
+    hue_labels: Mapping[Any, str] | None = None,
+    filters: Mapping[str, Any] | None = None,
+    hue_order: Sequence[Any] | None = None,
+    x: str = "round",
+    percent: bool = True,
+) -> list[Path]:
+    """Per-round curves of ``metric`` (a key of each record's ``curves``), mean over seeds with a
+    +-1 std band, one line per ``hue`` value; write PNG + PDF.
+
+    Failed runs are left out (their curves stop early and would bias late rounds). Seeds with
+    curves of different lengths (early stopping) are averaged over those that reached a round.
+    """
+    what = f"round curve plot of {metric}"
+    frame = _prepare(records, [hue], filters, what)
+    selected, exclusions = select_records(frame, [hue])
+    _log_exclusions(exclusions, what)
+    ok = selected[selected["status"] == "ok"]
+    points: list[dict[str, Any]] = []
+    curve_keys: dict[str, None] = {}
+    for idx, h in zip(ok.index, ok[hue]):
+        curves = records[idx].get("curves") or {}
+        curve_keys.update(dict.fromkeys(curves))
+        if metric not in curves or x not in curves:
+            continue
+        xs, ys = curves[x], curves[metric]
+        if len(xs) != len(ys):
+            raise DataError(f"{what}: record {idx} has curves '{x}' and '{metric}' of different lengths "
+                            f"({len(xs)} vs {len(ys)})")
+        for xv, yv in zip(xs, ys):
+            if xv is None or yv is None:
+                continue
+            points.append({"hue": h, "hue_key": value_key(h), "x": float(xv), "y": float(yv)})
+    if not points:
+        known = sorted(curve_keys)
+        raise ConfigError(f"{what}: no successful record has curves '{x}' and '{metric}'"
+                          f"{closest(metric, known)}; curve keys in the records: {', '.join(known) or '(none)'}")
+    data = pd.DataFrame(points).dropna(subset=["y"])
+    scale = 100.0 if percent else 1.0
+    stats = data.groupby(["hue_key", "x"])["y"].agg(["mean", "std", "count"]).reset_index()
+    stats["std"] = np.where(stats["count"] > STD_DDOF, stats["std"], 0.0)
+    first_raw = dict(zip(data["hue_key"], data["hue"]))
+
+    hues = _hue_order(list(first_raw.values()), hue_order)
+    fig, ax, palette = _new_figure(len(hues))
+    for i, h in enumerate(hues):
+        part = stats[stats["hue_key"] == value_key(h)].sort_values("x")
+        xs = part["x"].to_numpy()
+        mean = part["mean"].to_numpy() * scale
+        std = np.nan_to_num(part["std"].to_numpy()) * scale
+        color = palette[i % len(palette)]
+        marker = _MARKERS[i % len(_MARKERS)] if len(xs) <= _MAX_MARKED_POINTS else None
+        ax.plot(xs, mean, marker=marker, markersize=4, linewidth=1.5, color=color,
+                label=_hue_text(h, hue_labels))
+        ax.fill_between(xs, mean - std, mean + std, color=color, alpha=0.18, linewidth=0)
+    ax.set_xlabel(key_label(x))
+    ax.set_ylabel(_y_label(metric, percent))
+    if title:
+        ax.set_title(title)
+    _legend_below(ax, len(hues))
+    return _save(fig, out_stem)
+

@@ -1,0 +1,300 @@
+"""Result records: loading, flattening, and the rules that decide which records form a cell.
+
+Tables and plots must agree on which records are averaged together, so the rules live here:
+
+* a cell (one combination of the table's row/column keys, or of a plot's x/hue) is averaged
+  over seeds only when its records share ``artifact_recipe`` and ``protocol``; when a cell
+  mixes several, the (recipe, protocol) group with the most recent timestamp wins and the
+  others are reported as :class:`Exclusion` so the caller can footnote them;
+* a seed that appears twice in the chosen group is a rerun: the most recent record wins;
+* failed records are never averaged; :func:`aggregate` counts them separately;
+* a parameter that takes several values inside one cell (say ``partition.alpha`` when the
+  table only shows ``missing.rate``) is a spec error, not something to average over silently.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmark.errors import ConfigError, DataError, closest
+
+# Sample standard deviation over seeds; tables and plots both use it and say so.
+STD_DDOF = 1
+
+TOP_LEVEL_FIELDS = (
+    "suite", "scale", "cell_id", "seed", "status", "best_round",
+    "peak_memory_mb", "wall_time_s", "timestamp",
+)
+PROVENANCE_FIELDS = (
+    "artifact_hash", "artifact_recipe", "protocol", "git_sha", "git_dirty",
+    "device", "config_hash", "versions",
+)
+ERROR_FIELDS = ("error_round", "error_reason")
+# Fields besides params that must be constant inside a cell (records of two scales are not
+# seeds of one experiment).
+CELL_CONTEXT_FIELDS = ("suite", "scale")
+
+_NUMERIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def load_records(path: str | Path) -> list[dict[str, Any]]:
+    """Read one JSON object per line; blank lines are skipped, anything else is an error.
+
+    A corrupt line is reported with file and line number so a half-written record (a run
+    killed mid-write) can be found and removed by hand.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"results file not found: {path}") from None
+    except OSError as exc:
+        raise DataError(f"cannot read results file {path}: {exc.strerror}") from None
+    records: list[dict[str, Any]] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: corrupt result record ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}:{lineno}: result record is a {type(obj).__name__}, expected an object")
+        records.append(obj)
+    return records
+
+
+def metric_column(metric: str) -> str:
+    """Frame column of a metric name: 'accuracy' -> 'test/accuracy'; 'val/accuracy' stays."""
+    return metric if "/" in metric else f"test/{metric}"
+
+
+def param_keys(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Union of the param keys of all records, in first-seen order."""
+    keys: dict[str, None] = {}
+    for rec in records:
+        for key in rec.get("params") or {}:
+            keys.setdefault(key, None)
+    return list(keys)
+
+
+def _cell_value(value: Any) -> Any:
+    """Make a param value hashable for grouping (lists/dicts become their JSON text)."""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per record: params (columns named like the keys), top-level fields, metrics
+    (columns like 'test/accuracy'), error and provenance fields.
+
+    The index is the record's position in ``records`` so callers can go back to the raw
+    record (e.g. for its curves) after filtering.
+    """
+    pkeys = param_keys(records)
+    fixed = set(TOP_LEVEL_FIELDS) | set(PROVENANCE_FIELDS) | set(ERROR_FIELDS)
+    clash = sorted(fixed.intersection(pkeys))
+    if clash:
+        raise DataError(f"param keys clash with record fields: {', '.join(clash)}")
+    rows: list[dict[str, Any]] = []
+    metric_keys: dict[str, None] = {}
+    for i, rec in enumerate(records):
+        if not isinstance(rec, Mapping):
+            raise DataError(f"result record {i} is a {type(rec).__name__}, expected an object")
+        status = rec.get("status")
+        if status not in ("ok", "failed"):
+            raise DataError(f"result record {i} has status {status!r}; expected 'ok' or 'failed'")
+        row: dict[str, Any] = {k: _cell_value(v) for k, v in (rec.get("params") or {}).items()}
+        for key in TOP_LEVEL_FIELDS:
+            row[key] = rec.get(key)
+        error = rec.get("error") or {}
+        row["error_round"] = error.get("round") if isinstance(error, Mapping) else None
+        row["error_reason"] = error.get("reason") if isinstance(error, Mapping) else str(error)
+        prov = rec.get("provenance") or {}
+        for key in PROVENANCE_FIELDS:
+            value = prov.get(key)
+            row[key] = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+        for key, value in (rec.get("metrics") or {}).items():
+            metric_keys.setdefault(key, None)
+            row[key] = np.nan if value is None else value
+        rows.append(row)
+    columns = pkeys + list(TOP_LEVEL_FIELDS) + list(ERROR_FIELDS) + list(PROVENANCE_FIELDS) + list(metric_keys)
+    frame = pd.DataFrame(rows, columns=columns, index=pd.RangeIndex(len(rows)))
+    for key in metric_keys:
+        frame[key] = pd.to_numeric(frame[key], errors="coerce")
+    frame.attrs["param_keys"] = pkeys
+    frame.attrs["metric_keys"] = list(metric_keys)
+    return frame
+
+
+def value_key(value: Any) -> Hashable:
+    """Normalised key for matching spec values against record values.
+
+    YAML gives ``0.3`` or ``"0.3"`` or ``1`` where records hold ``0.3`` / ``1.0``; numbers
+    (and numeric strings) compare as floats rounded to 12 digits, booleans as 'true'/'false',
+    everything else as its string.
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "null"
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        f = float(value)
+        return f if math.isinf(f) else round(f, 12)
+    if isinstance(value, str) and _NUMERIC.match(value.strip()):
+        return round(float(value), 12)
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def check_keys(frame: pd.DataFrame, keys: Iterable[str], what: str) -> None:
+    """ConfigError naming any key that is no column of the records (a typo in a spec)."""
+    available = list(frame.attrs.get("param_keys", [])) + list(CELL_CONTEXT_FIELDS)
+    for key in keys:
+        if key not in frame.columns:
+            raise ConfigError(
+                f"{what} refers to param '{key}', which no record has{closest(key, available)}; "
+                f"params in the records: {', '.join(available) or '(none)'}"
+            )
+
+
+def apply_filters(frame: pd.DataFrame, filters: Mapping[str, Any] | None, what: str) -> pd.DataFrame:
+    """Keep records whose columns match ``filters`` (a value, or a list of allowed values)."""
+    if not filters:
+        return frame
+    if not isinstance(filters, Mapping):
+        raise ConfigError(f"{what}: filters must be a mapping of param -> value(s), got {type(filters).__name__}")
+    check_keys(frame, filters, f"{what} filters")
+    mask = pd.Series(True, index=frame.index)
+    for key, allowed in filters.items():
+        values = allowed if isinstance(allowed, (list, tuple, set)) else [allowed]
+        wanted = {value_key(v) for v in values}
+        mask &= frame[key].map(value_key).isin(wanted)
+    return frame[mask]
+
+
+def check_uniform(frame: pd.DataFrame, keys: Sequence[str], what: str) -> None:
+    """ConfigError when a param not in ``keys`` takes several values inside one cell.
+
+    Records lacking the param entirely (older schema) are ignored rather than counted as a
+    distinct value, so adding a grid key later does not break old result files.
+    """
+    others = [k for k in list(frame.attrs.get("param_keys", [])) + list(CELL_CONTEXT_FIELDS)
+              if k not in keys and k in frame.columns]
+    if frame.empty or not others:
+        return
+    groups = frame.groupby(list(keys), dropna=False, sort=False) if keys else [((), frame)]
+    for _, group in groups:
+        for key in others:
+            values = {value_key(v) for v in group[key] if value_key(v) != "null"}
+            if len(values) > 1:
+                shown = ", ".join(sorted(map(str, values)))
+                raise ConfigError(
+                    f"{what}: param '{key}' takes several values ({shown}) within one cell of "
+                    f"{', '.join(keys) or 'the table'}; add it to the rows/columns or pick one with filters"
+                )
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """Records of one cell left out because a newer (recipe, protocol) group exists."""
+
+    cell: tuple[Any, ...]
+    n_excluded: int
+    reason: str
+
+
+def _timestamps(frame: pd.DataFrame) -> pd.Series:
+    """Parsed timestamps (missing/unparseable ones sort first)."""
+    parsed = pd.to_datetime(frame["timestamp"], utc=True, errors="coerce", format="ISO8601")
+    return parsed.fillna(pd.Timestamp.min.tz_localize("UTC"))
+
+
+def _short(text: Any) -> str:
+    text = "none" if text is None or (isinstance(text, float) and math.isnan(text)) else str(text)
+    return text if len(text) <= 16 else text[:12] + "..."
+
+
+def select_records(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[pd.DataFrame, list[Exclusion]]:
+    """Per cell, keep the most recent (artifact_recipe, protocol) group and the latest record of
+    each seed; return the kept records (failed ones included) and what was excluded."""
+    if frame.empty:
+        return frame, []
+    work = frame.assign(
+        _ts=_timestamps(frame),
+        _recipe=frame["artifact_recipe"].map(lambda v: "" if v is None or v != v else str(v)),
+        _protocol=frame["protocol"].map(lambda v: "" if v is None or v != v else str(v)),
+    )
+    kept: list[pd.DataFrame] = []
+    exclusions: list[Exclusion] = []
+    groups = work.groupby(list(keys), dropna=False, sort=False) if keys else [((), work)]
+    for cell, group in groups:
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        runs = group.groupby(["_recipe", "_protocol"], sort=False)
+        if runs.ngroups > 1:
+            latest = runs["_ts"].max().sort_values(kind="stable")
+            chosen_key = latest.index[-1]
+            chosen = runs.get_group(chosen_key)
+            others = group.drop(chosen.index)
+            diff_recipe = bool((others["_recipe"] != chosen_key[0]).any())
+            diff_protocol = bool((others["_protocol"] != chosen_key[1]).any())
+            what = " and ".join(
+                w for w, d in (("artifact recipe", diff_recipe), ("protocol", diff_protocol)) if d
+            )
+            exclusions.append(Exclusion(
+                cell=cell,
+                n_excluded=len(others),
+                reason=f"older {what} than the latest run (kept recipe {_short(chosen_key[0])}, "
+                       f"protocol {_short(chosen_key[1])})",
+            ))
+            group = chosen
+        group = group.sort_values("_ts", kind="stable")
+        group = group[~group["seed"].duplicated(keep="last") | group["seed"].isna()]
+        kept.append(group)
+    out = pd.concat(kept).sort_index().drop(columns=["_ts", "_recipe", "_protocol"])
+    out.attrs = dict(frame.attrs)
+    return out, exclusions
+
+
+def aggregate(frame: pd.DataFrame, keys: Sequence[str], metric_cols: Sequence[str],
+              ddof: int = STD_DDOF) -> pd.DataFrame:
+    """Mean/std over the ok records of each cell, per metric, in the records' own units.
+
+    Columns: ``keys``, metric, mean, std, n (ok records with a value), n_ok, n_failed,
+    failure (distinct 'reason (round r)' texts of failed seeds). std is NaN for n < 2.
+    """
+    rows: list[dict[str, Any]] = []
+    groups = frame.groupby(list(keys), dropna=False, sort=False) if keys else [((), frame)]
+    for cell, group in groups:
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        ok = group[group["status"] == "ok"]
+        failed = group[group["status"] != "ok"]
+        reasons = sorted({
+            f"{r}" + (f" (round {int(rd)})" if rd is not None and rd == rd else "")
+            for r, rd in zip(failed["error_reason"].fillna("unknown error"), failed["error_round"])
+        })
+        for col in metric_cols:
+            values = ok[col].dropna().astype(float) if col in ok.columns else pd.Series(dtype=float)
+            n = int(values.size)
+            rows.append({
+                **dict(zip(keys, cell)),
+                "metric": col,
+                "mean": float(values.mean()) if n else np.nan,
+                "std": float(values.std(ddof=ddof)) if n > ddof else np.nan,
+                "n": n,
+                "n_ok": int(len(ok)),
+                "n_failed": int(len(failed)),
+                "failure": "; ".join(reasons),
+            })
+    return pd.DataFrame(rows, columns=[*keys, "metric", "mean", "std", "n", "n_ok", "n_failed", "failure"])

@@ -1,0 +1,647 @@
+"""Paper-style result tables (markdown + LaTeX) from result records and a suite's ``table:`` spec.
+
+Layout: one row per value of ``rows`` (several keys give multi-level rows), one column group per
+value of ``columns`` with one sub-column per metric, and a "(paper)" sub-column beside ours
+wherever the spec gives paper numbers. Cells print mean +- sample std (ddof=1) over seeds in
+percent; best per sub-column bold, second underlined. Which records form a cell follows
+:mod:`benchmark.report.records` (latest recipe/protocol, failed seeds never averaged), and every
+exclusion or failure is footnoted so a reader never sees an average that hides something.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tabulate import tabulate
+
+from benchmark.errors import ConfigError, DataError, closest
+from benchmark.report.records import (
+    STD_DDOF,
+    aggregate,
+    apply_filters,
+    check_keys,
+    check_uniform,
+    metric_column,
+    records_frame,
+    select_records,
+    value_key,
+)
+
+VALID_KEYS = (
+    "rows", "row_order", "row_labels", "columns", "column_order", "column_labels",
+    "metrics", "metric_labels", "key_labels", "lower_is_better", "raw_metrics", "decimals",
+    "caption", "paper", "na", "filters",
+)
+_UPPER_TOKENS = {"auc", "ap", "f1", "mae", "mse", "rmse", "mrr", "ndcg", "roc", "pr", "acc"}
+
+RowKey = tuple[Hashable, ...]
+
+
+@dataclass
+class TableOutput:
+    """A rendered table; ``frame`` is long format, one row per (row, column group, metric),
+    with mean/std in display units (percent unless the metric is listed in raw_metrics)."""
+
+    markdown: str
+    latex: str
+    frame: pd.DataFrame
+    footnotes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Spec:
+    rows: list[str]
+    columns: list[str]
+    metrics: list[str]
+    row_order: dict[Hashable, int]
+    column_order: dict[Hashable, int]
+    row_labels: dict[Hashable, str]
+    column_labels: dict[Hashable, str]
+    metric_labels: dict[str, str]
+    key_labels: dict[str, str]
+    lower_is_better: set[str]
+    raw_metrics: set[str]
+    decimals: int
+    caption: str
+    paper: dict[tuple[RowKey, RowKey, str], float]
+    paper_raw: dict[Hashable, Any]
+    na: dict[Hashable, set[str]]
+    filters: dict[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------
+# spec parsing
+
+
+def _key_list(spec: Mapping[str, Any], name: str, required: bool) -> list[str]:
+    value = spec.get(name)
+    if value is None:
+        if required:
+            raise ConfigError(f"table spec needs '{name}'")
+        return []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(k, str) and k for k in items):
+        raise ConfigError(f"table.{name} must be a name or a non-empty list of names, got {value!r}")
+    if len(set(items)) != len(items):
+        raise ConfigError(f"table.{name} lists a key twice: {items}")
+    return list(items)
+
+
+def _mapping(spec: Mapping[str, Any], name: str) -> Mapping[Any, Any]:
+    value = spec.get(name) or {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"table.{name} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _metric_subset(spec: Mapping[str, Any], name: str, metrics: list[str]) -> set[str]:
+    value = spec.get(name) or []
+    value = [value] if isinstance(value, str) else value
+    if not isinstance(value, list):
+        raise ConfigError(f"table.{name} must be a list of metric names")
+    for m in value:
+        if m not in metrics:
+            raise ConfigError(f"table.{name} names metric '{m}' that is not in table.metrics{closest(m, metrics)}; "
+                              f"metrics: {', '.join(metrics)}")
+    return set(value)
+
+
+def _order(spec: Mapping[str, Any], name: str) -> dict[Hashable, int]:
+    value = spec.get(name) or []
+    if not isinstance(value, list):
+        raise ConfigError(f"table.{name} must be a list of values")
+    order: dict[Hashable, int] = {}
+    for i, v in enumerate(value):
+        order.setdefault(value_key(v), i)
+    return order
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+
+
+def _flatten_paper(paper: Mapping[Any, Any], n_rows: int, n_cols: int, metrics: list[str],
+                   raw: dict[Hashable, Any]) -> dict[tuple[RowKey, RowKey, str], float]:
+    """Nested ``row -> [column ->] metric -> number`` (one level per row/column key) to a flat dict."""
+    out: dict[tuple[RowKey, RowKey, str], float] = {}
+    depth = n_rows + n_cols
+    levels = "row" if not n_cols else "row -> column"
+
+    def walk(node: Any, path: list[Hashable], shown: list[str]) -> None:
+        where = "table.paper" + "".join(f"[{s}]" for s in shown)
+        if not isinstance(node, Mapping):
+            raise ConfigError(f"{where}: expected a mapping ({levels} -> metric -> number), got {node!r}")
+        if len(path) == depth:
+            for metric, value in node.items():
+                if metric not in metrics:
+                    raise ConfigError(f"{where}: unknown metric '{metric}'{closest(str(metric), metrics)}; "
+                                      f"metrics: {', '.join(metrics)}")
+                if value is None:
+                    continue
+                out[(tuple(path[:n_rows]), tuple(path[n_rows:]), metric)] = _number(value, f"{where}[{metric}]")
+            return
+        for key, child in node.items():
+            nk = value_key(key)
+            raw.setdefault(nk, key)
+            walk(child, [*path, nk], [*shown, str(key)])
+
+    walk(paper, [], [])
+    return out
+
+
+def _parse_spec(spec: Any) -> _Spec:
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"table spec must be a mapping, got {type(spec).__name__}")
+    for key in spec:
+        if key not in VALID_KEYS:
+            raise ConfigError(f"unknown table spec key '{key}'{closest(str(key), VALID_KEYS)}; "
+                              f"valid: {', '.join(sorted(VALID_KEYS))}")
+    rows = _key_list(spec, "rows", required=True)
+    columns = _key_list(spec, "columns", required=False)
+    both = set(rows) & set(columns)
+    if both:
+        raise ConfigError(f"table spec uses {', '.join(sorted(both))} as both rows and columns")
+    metrics = _key_list(spec, "metrics", required=True)
+    decimals = spec.get("decimals", 2)
+    if not isinstance(decimals, int) or isinstance(decimals, bool) or not 0 <= decimals <= 6:
+        raise ConfigError(f"table.decimals must be an integer from 0 to 6, got {decimals!r}")
+    caption = spec.get("caption") or ""
+    if not isinstance(caption, str):
+        raise ConfigError("table.caption must be text")
+    metric_labels = {str(k): str(v) for k, v in _mapping(spec, "metric_labels").items()}
+    for m in metric_labels:
+        if m not in metrics:
+            raise ConfigError(f"table.metric_labels names metric '{m}' that is not in table.metrics"
+                              f"{closest(m, metrics)}; metrics: {', '.join(metrics)}")
+    na: dict[Hashable, set[str]] = {}
+    for row, na_metrics in _mapping(spec, "na").items():
+        listed = [na_metrics] if isinstance(na_metrics, str) else na_metrics
+        if not isinstance(listed, list):
+            raise ConfigError(f"table.na[{row}] must be a list of metrics or 'all'")
+        if listed in (["all"], ["*"]):
+            na[value_key(row)] = set(metrics)
+            continue
+        for m in listed:
+            if m not in metrics:
+                raise ConfigError(f"table.na[{row}] names metric '{m}' that is not in table.metrics"
+                                  f"{closest(str(m), metrics)}; metrics: {', '.join(metrics)}")
+        na[value_key(row)] = set(listed)
+    paper_raw: dict[Hashable, Any] = {}
+    paper = _flatten_paper(_mapping(spec, "paper"), len(rows), len(columns), metrics, paper_raw)
+    return _Spec(
+        rows=rows,
+        columns=columns,
+        metrics=metrics,
+        row_order=_order(spec, "row_order"),
+        column_order=_order(spec, "column_order"),
+        row_labels={value_key(k): str(v) for k, v in _mapping(spec, "row_labels").items()},
+        column_labels={value_key(k): str(v) for k, v in _mapping(spec, "column_labels").items()},
+        metric_labels=metric_labels,
+        key_labels={str(k): str(v) for k, v in _mapping(spec, "key_labels").items()},
+        lower_is_better=_metric_subset(spec, "lower_is_better", metrics),
+        raw_metrics=_metric_subset(spec, "raw_metrics", metrics),
+        decimals=decimals,
+        caption=caption.strip(),
+        paper=paper,
+        paper_raw=paper_raw,
+        na=na,
+        filters=dict(_mapping(spec, "filters")),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# labels and formats
+
+
+def _fmt_value(raw: Any) -> str:
+    if isinstance(raw, float):
+        return f"{raw:g}"
+    return str(raw)
+
+
+def key_label(key: str, labels: Mapping[str, str] | None = None) -> str:
+    """Readable header for a param key: 'algorithm.name' -> 'Algorithm', 'missing.rate' -> 'Missing rate'."""
+    if labels and key in labels:
+        return labels[key]
+    parts = key.split(".")
+    base = parts[-2] if len(parts) > 1 and parts[-1] == "name" else " ".join(parts)
+    base = base.replace("_", " ")
+    return base[:1].upper() + base[1:]
+
+
+def metric_label(metric: str, labels: Mapping[str, str] | None = None) -> str:
+    """Readable metric header: 'macro_f1' -> 'Macro F1', 'val/accuracy' -> 'Accuracy (val)'."""
+    if labels and metric in labels:
+        return labels[metric]
+    split, name = metric.rsplit("/", 1) if "/" in metric else ("", metric)
+    words = [w.upper() if w.lower() in _UPPER_TOKENS else w.capitalize() for w in name.split("_") if w]
+    text = " ".join(words) or metric
+    return f"{text} ({split})" if split and split != "test" else text
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX specials outside $...$ so labels like 'fed_avg' or '30%' compile, while a
+    caption can still carry math such as $\\alpha$."""
+    pieces = re.split(r"(\$[^$]*\$)", text)
+    out = []
+    for piece in pieces:
+        if piece.startswith("$") and piece.endswith("$") and len(piece) > 1:
+            out.append(piece)
+            continue
+        piece = re.sub(r"(?<!\\)([_%&#])", r"\\\1", piece)
+        piece = piece.replace("±", r"$\pm$").replace("—", "---").replace("–", "--")
+        out.append(piece)
+    return "".join(out)
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", r"\|")
+
+
+@dataclass(frozen=True)
+class _Format:
+    esc: Callable[[str], str]
+    pm: str
+    bold: Callable[[str], str]
+    underline: Callable[[str], str]
+    dagger: str
+    ddagger: str
+    missing: str
+    range_dash: str
+
+
+_MD = _Format(
+    esc=_md_escape, pm=" ± ", bold=lambda s: f"**{s}**", underline=lambda s: f"<u>{s}</u>",
+    dagger="†", ddagger="‡", missing="—", range_dash="–",
+)
+_TEX = _Format(
+    esc=latex_escape, pm=r" $\pm$ ", bold=lambda s: rf"\textbf{{{s}}}",
+    underline=lambda s: rf"\underline{{{s}}}", dagger=r"$^{\dagger}$", ddagger=r"$^{\ddagger}$",
+    missing="---", range_dash="--",
+)
+
+
+@dataclass
+class _Cell:
+    kind: str  # "value" | "failed" | "na" | "missing"
+    mean: float = math.nan
+    std: float = math.nan
+    n: int = 0
+    attempted: int = 0  # ok + failed seeds, for the caption's seed count
+    rank: int = 0  # 1 best, 2 second
+    dagger: bool = False
+    ddagger: bool = False
+
+    def render(self, fmt: _Format, decimals: int) -> str:
+        if self.kind == "na":
+            return "N/A"
+        if self.kind == "missing":
+            return fmt.missing
+        if self.kind == "failed":
+            text = "failed"
+        else:
+            text = f"{self.mean:.{decimals}f}"
+            if self.n > 1 and not math.isnan(self.std):
+                text += f"{fmt.pm}{self.std:.{decimals}f}"
+            if self.rank == 1:
+                text = fmt.bold(text)
+            elif self.rank == 2:
+                text = fmt.underline(text)
+        return text + (fmt.dagger if self.dagger else "") + (fmt.ddagger if self.ddagger else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# building
+
+
+def _sort_key(nk: Hashable, order: Mapping[Hashable, int]) -> tuple[Any, ...]:
+    if nk in order:
+        return (0, order[nk], 0, 0.0, "")
+    if isinstance(nk, float):
+        return (1, 0, 0, nk, "")
+    return (1, 0, 1, 0.0, str(nk))
+
+
+@dataclass
+class _Layout:
+    """Everything needed to render: ordered rows/groups, cells and labels."""
+
+    spec: _Spec
+    rows: list[RowKey]
+    groups: list[RowKey]
+    cells: dict[tuple[RowKey, RowKey, str], _Cell]
+    subcols: list[tuple[RowKey, str, bool]]  # (group, metric, is_paper)
+    raw: dict[Hashable, Any]
+    excluded: dict[tuple[RowKey, RowKey], tuple[int, str]]
+    failures: dict[tuple[RowKey, RowKey], tuple[int, int, str]]
+
+    def row_label(self, nk: Hashable) -> str:
+        return self.spec.row_labels.get(nk, _fmt_value(self.raw.get(nk, nk)))
+
+    def group_label(self, group: RowKey) -> str:
+        parts = []
+        for key, nk in zip(self.spec.columns, group):
+            if nk in self.spec.column_labels:
+                parts.append(self.spec.column_labels[nk])
+            else:
+                parts.append(f"{key_label(key, self.spec.key_labels)}={_fmt_value(self.raw.get(nk, nk))}")
+        return " / ".join(parts)
+
+    def cell_label(self, row: RowKey, group: RowKey) -> str:
+        text = " / ".join(self.row_label(nk) for nk in row)
+        return f"{text} @ {self.group_label(group)}" if group else text
+
+
+def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, pd.DataFrame]:
+    if not records:
+        raise DataError("no result records to tabulate")
+    frame = records_frame(records)
+    keys = spec.rows + spec.columns
+    check_keys(frame, keys, "table spec")
+    frame = apply_filters(frame, spec.filters, "table")
+    if frame.empty:
+        raise ConfigError(f"table filters {spec.filters} match no records")
+    metric_cols = [metric_column(m) for m in spec.metrics]
+    known = [c for c in frame.attrs.get("metric_keys", [])]
+    for m, col in zip(spec.metrics, metric_cols):
+        if col not in frame.columns:
+            if (frame["status"] == "ok").any():
+                names = [c.split("/", 1)[1] if c.startswith("test/") else c for c in known]
+                raise ConfigError(f"table metric '{m}' (column '{col}') is in no record{closest(m, names)}; "
+                                  f"metrics in the records: {', '.join(names) or '(none)'}")
+            frame[col] = math.nan
+    check_uniform(frame, keys, "table spec")
+    selected, exclusions = select_records(frame, keys)
+    agg = aggregate(selected, keys, metric_cols)
+
+    raw: dict[Hashable, Any] = {}
+    for key in keys:
+        for v in agg[key]:
+            raw.setdefault(value_key(v), v)
+    for nk, v in spec.paper_raw.items():
+        raw.setdefault(nk, v)
+
+    by_cell: dict[tuple[RowKey, RowKey, str], dict[str, Any]] = {}
+    row_set: dict[RowKey, None] = {}
+    group_set: dict[RowKey, None] = {}
+    for rec in agg.to_dict("records"):
+        row = tuple(value_key(rec[k]) for k in spec.rows)
+        group = tuple(value_key(rec[k]) for k in spec.columns)
+        metric = spec.metrics[metric_cols.index(rec["metric"])]
+        by_cell[(row, group, metric)] = rec
+        row_set.setdefault(row, None)
+        group_set.setdefault(group, None)
+    for row, group, _ in spec.paper:
+        row_set.setdefault(row, None)
+        group_set.setdefault(group, None)
+    if len(spec.rows) == 1:
+        for nk in spec.row_order:
+            row_set.setdefault((nk,), None)
+            raw.setdefault(nk, nk)
+    rows = sorted(row_set, key=lambda r: tuple(_sort_key(nk, spec.row_order) for nk in r))
+    groups = sorted(group_set, key=lambda g: tuple(_sort_key(nk, spec.column_order) for nk in g)) or [()]
+
+    excluded = {
+        (tuple(value_key(v) for v in ex.cell[:len(spec.rows)]),
+         tuple(value_key(v) for v in ex.cell[len(spec.rows):])): (ex.n_excluded, ex.reason)
+        for ex in exclusions
+    }
+    failures: dict[tuple[RowKey, RowKey], tuple[int, int, str]] = {}
+    cells: dict[tuple[RowKey, RowKey, str], _Cell] = {}
+    for row in rows:
+        na_metrics = set().union(*(spec.na.get(nk, set()) for nk in row))
+        for group in groups:
+            for metric in spec.metrics:
+                rec = by_cell.get((row, group, metric))
+                has_excl = (row, group) in excluded
+                if metric in na_metrics:
+                    cell = _Cell("na")
+                elif rec is None or rec["n_ok"] + rec["n_failed"] == 0:
+                    cell = _Cell("missing")
+                elif rec["n_ok"] == 0:
+                    cell = _Cell("failed", ddagger=has_excl)
+                    failures[(row, group)] = (rec["n_failed"], rec["n_failed"], rec["failure"])
+                elif rec["n"] == 0:
+                    cell = _Cell("missing", ddagger=has_excl)
+                else:
+                    scale = 1.0 if metric in spec.raw_metrics else 100.0
+                    cell = _Cell("value", mean=rec["mean"] * scale, std=rec["std"] * scale, n=rec["n"],
+                                 attempted=rec["n"] + rec["n_failed"],
+                                 dagger=rec["n_failed"] > 0, ddagger=has_excl)
+                    if rec["n_failed"]:
+                        failures[(row, group)] = (rec["n_failed"], rec["n_failed"] + rec["n_ok"], rec["failure"])
+                cells[(row, group, metric)] = cell
+
+    for group in groups:
+        for metric in spec.metrics:
+            values = [cells[(r, group, metric)] for r in rows if cells[(r, group, metric)].kind == "value"]
+            if len(values) < 2:
+                continue
+            sign = 1.0 if metric in spec.lower_is_better else -1.0
+            distinct = sorted({round(c.mean, spec.decimals) * sign for c in values})
+            for c in values:
+                shown = round(c.mean, spec.decimals) * sign
+                c.rank = 1 if shown == distinct[0] else 2 if len(distinct) > 1 and shown == distinct[1] else 0
+
+    subcols: list[tuple[RowKey, str, bool]] = []
+    for group in groups:
+        for metric in spec.metrics:
+            subcols.append((group, metric, False))
+            if any(k[1] == group and k[2] == metric for k in spec.paper):
+                subcols.append((group, metric, True))
+
+    layout = _Layout(spec, rows, groups, cells, subcols, raw, excluded, failures)
+    out_rows = []
+    for row in rows:
+        for group in groups:
+            for metric in spec.metrics:
+                cell = cells[(row, group, metric)]
+                rec = by_cell.get((row, group, metric)) or {}
+                out_rows.append({
+                    **{k: raw.get(nk, nk) for k, nk in zip(spec.rows, row)},
+                    **{k: raw.get(nk, nk) for k, nk in zip(spec.columns, group)},
+                    "metric": metric,
+                    "mean": cell.mean if cell.kind == "value" else math.nan,
+                    "std": cell.std if cell.kind == "value" else math.nan,
+                    "n": cell.n,
+                    "n_failed": int(rec.get("n_failed", 0)),
+                    "n_excluded": excluded.get((row, group), (0, ""))[0],
+                    "status": cell.kind,
+                    "rank": cell.rank,
+                    "paper": spec.paper.get((row, group, metric), math.nan),
+                })
+    out = pd.DataFrame(out_rows, columns=[*spec.rows, *spec.columns, "metric", "mean", "std", "n",
+                                          "n_failed", "n_excluded", "status", "rank", "paper"])
+    return layout, out
+
+
+# ---------------------------------------------------------------------------------------------
+# rendering
+
+
+def _body(layout: _Layout, fmt: _Format) -> list[list[str]]:
+    spec = layout.spec
+    body: list[list[str]] = []
+    previous: RowKey | None = None
+    for row in layout.rows:
+        labels = []
+        for level, nk in enumerate(row):
+            same_prefix = previous is not None and previous[: level + 1] == row[: level + 1]
+            blank = level < len(row) - 1 and same_prefix
+            labels.append("" if blank else fmt.esc(layout.row_label(nk)))
+        cells = []
+        for group, metric, is_paper in layout.subcols:
+            cell = layout.cells[(row, group, metric)]
+            if is_paper:
+                value = spec.paper.get((row, group, metric))
+                cells.append("N/A" if cell.kind == "na" else fmt.missing if value is None
+                             else f"{value:.{spec.decimals}f}")
+            else:
+                cells.append(cell.render(fmt, spec.decimals))
+        body.append(labels + cells)
+        previous = row
+    return body
+
+
+def _sub_header(layout: _Layout, metric: str, is_paper: bool, fmt: _Format) -> str:
+    text = fmt.esc(metric_label(metric, layout.spec.metric_labels) + (" (paper)" if is_paper else ""))
+    if metric in layout.spec.lower_is_better:
+        text += " ↓" if fmt is _MD else r" $\downarrow$"
+    return text
+
+
+def _caption(layout: _Layout, title: str, fmt: _Format) -> str:
+    spec = layout.spec
+    ns = sorted({c.attempted for c in layout.cells.values() if c.kind == "value"})
+    pct = [m for m in spec.metrics if m not in spec.raw_metrics]
+    raw_m = [metric_label(m, spec.metric_labels) for m in spec.metrics if m in spec.raw_metrics]
+    units = "Metrics in %" if pct else "Metrics"
+    if raw_m and pct:
+        units += f" ({', '.join(raw_m)} unscaled)"
+    if not ns:
+        seeds = "no successful runs"
+    elif ns[-1] == 1:
+        seeds = "single seed, mean only"
+    else:
+        n_text = str(ns[0]) if ns[0] == ns[-1] else f"{ns[0]}{fmt.range_dash}{ns[-1]}"
+        seeds = f"mean{fmt.pm}sample std (ddof={STD_DDOF}) over {n_text} seeds"
+        if any(c.kind == "value" and c.n == 1 for c in layout.cells.values()):
+            seeds += "; cells with one successful seed show the mean only"
+    parts = []
+    if title:
+        parts.append(fmt.esc(title.rstrip(".")) + ".")
+    if spec.caption:
+        parts.append(fmt.esc(spec.caption.rstrip(".")) + ".")
+    parts.append(f"{fmt.esc(units)}: {seeds}.")
+    parts.append("Best per column in bold, second underlined.")
+    if any(is_paper for _, _, is_paper in layout.subcols):
+        parts.append("Columns marked (paper) give the numbers reported in the original paper.")
+    return " ".join(parts)
+
+
+def _footnotes(layout: _Layout, fmt: _Format) -> list[str]:
+    notes = []
+    partial = [(k, v) for k, v in layout.failures.items() if v[0] < v[1]]
+    total = [(k, v) for k, v in layout.failures.items() if v[0] == v[1]]
+    if partial:
+        items = "; ".join(f"{layout.cell_label(*k)} ({nf} of {nt} seeds failed: {reason})"
+                          for k, (nf, nt, reason) in partial)
+        notes.append(f"{fmt.dagger} Some seeds failed; mean and std over the successful seeds only: "
+                     + fmt.esc(items) + ".")
+    if layout.excluded:
+        items = "; ".join(f"{layout.cell_label(*k)}: {n} record(s) excluded, {reason}"
+                          for k, (n, reason) in layout.excluded.items())
+        notes.append(f"{fmt.ddagger} Cell mixed runs with different artifact recipes/protocols; only the most "
+                     f"recent run group is averaged. " + fmt.esc(items) + ".")
+    if total:
+        items = "; ".join(f"{layout.cell_label(*k)} ({nf} seeds: {reason})" for k, (nf, _, reason) in total)
+        notes.append("failed: all seeds failed, " + fmt.esc(items) + ".")
+    kinds = {c.kind for c in layout.cells.values()}
+    if "na" in kinds:
+        notes.append("N/A: metric not applicable to this method.")
+    if "missing" in kinds:
+        notes.append(f"{fmt.missing}: no result.")
+    return notes
+
+
+def _markdown(layout: _Layout, title: str) -> tuple[str, list[str]]:
+    spec = layout.spec
+    headers = [_md_escape(key_label(k, spec.key_labels)) for k in spec.rows]
+    for group, metric, is_paper in layout.subcols:
+        sub = _sub_header(layout, metric, is_paper, _MD)
+        headers.append(f"{_md_escape(layout.group_label(group))} · {sub}" if group else sub)
+    align = ["left"] * len(spec.rows) + ["right"] * len(layout.subcols)
+    table = tabulate(_body(layout, _MD), headers=headers, tablefmt="github", colalign=align,
+                     disable_numparse=True)
+    notes = _footnotes(layout, _MD)
+    parts = ([f"**{_md_escape(title)}**"] if title else []) + [table, _caption(layout, title, _MD)] + notes
+    return "\n\n".join(parts) + "\n", notes
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _latex(layout: _Layout, title: str) -> str:
+    spec = layout.spec
+    n_keys = len(spec.rows)
+    colspec = "l" * n_keys + "".join(
+        "c" * sum(1 for g, _, _ in layout.subcols if g == group) for group in layout.groups
+    )
+    lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{_caption(layout, title, _TEX)}}}"]
+    if title:
+        lines.append(rf"\label{{tab:{_slug(title)}}}")
+    lines += [rf"\begin{{tabular}}{{{colspec}}}", r"\toprule"]
+    if spec.columns:
+        top = [""] * n_keys
+        rules = []
+        start = n_keys + 1
+        for group in layout.groups:
+            width = sum(1 for g, _, _ in layout.subcols if g == group)
+            top.append(rf"\multicolumn{{{width}}}{{c}}{{{latex_escape(layout.group_label(group))}}}")
+            rules.append(rf"\cmidrule(lr){{{start}-{start + width - 1}}}")
+            start += width
+        lines.append(" & ".join(top) + r" \\")
+        lines.append(" ".join(rules))
+    second = [latex_escape(key_label(k, spec.key_labels)) for k in spec.rows]
+    second += [_sub_header(layout, m, p, _TEX) for _, m, p in layout.subcols]
+    lines += [" & ".join(second) + r" \\", r"\midrule"]
+    for i, (row, cells) in enumerate(zip(layout.rows, _body(layout, _TEX))):
+        if n_keys > 1 and i and layout.rows[i - 1][0] != row[0]:
+            lines.append(r"\addlinespace")
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    notes = _footnotes(layout, _TEX)
+    if notes:
+        lines += [r"\par\smallskip", r"{\footnotesize"] + [note + r"\par" for note in notes] + ["}"]
+    lines.append(r"\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def make_table(records: Sequence[Mapping[str, Any]], spec: Mapping[str, Any], title: str = "") -> TableOutput:
+    """Render ``records`` as a paper-style table following a suite's ``table:`` spec."""
+    parsed = _parse_spec(spec)
+    layout, frame = _build(records, parsed)
+    markdown, notes = _markdown(layout, title)
+    return TableOutput(markdown=markdown, latex=_latex(layout, title), frame=frame, footnotes=notes)
+
+
+def write_table(output: TableOutput, out_dir: str | Path, stem: str) -> list[Path]:
+    """Write ``<stem>.md`` and ``<stem>.tex`` under ``out_dir`` (created if needed)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    md, tex = out / f"{stem}.md", out / f"{stem}.tex"
+    md.write_text(output.markdown, encoding="utf-8")
+    tex.write_text(output.latex, encoding="utf-8")
+    return [md, tex]
