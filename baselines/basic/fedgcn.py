@@ -18,7 +18,7 @@ from benchmark.registry import ALGORITHMS
 @dataclass
 class FedGCNConfig(FedAvgConfig):
     hops: int = field(default=2, metadata={"help": "1: receive aggregates of own nodes; 2: also of remote neighbours"})
-    mask_scale: float = field(default=10.0, metadata={"help": "std of the pairwise secure-aggregation masks"})
+    mask_scale: float = field(default=10.0, metadata={"help": "std of the secure-aggregation masks"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -36,7 +36,7 @@ class FedGCN(FedAvg):
 
     Setup: every client uploads, per modality, the sum of its own available feature rows
     over (A + I) restricted to its edges (own-own and own-remote), indexed by global node
-    id, plus the count of contributions. The sums are protected by pairwise zero-sum masks
+    id, plus the count of contributions. The sums are protected by zero-sum masks
     (secure aggregation, the paper's privacy option): each upload alone is noise, the
     server's total is exact. The server returns to each client the aggregated rows of its
     own nodes and, with hops=2, of its remote neighbours, which join the client's graph as
@@ -66,15 +66,21 @@ class FedGCN(FedAvg):
         return up
 
     def _mask(self, cid: int, shape: torch.Size, modality_index: int) -> Tensor:
-        """Sum of this client's pairwise masks: +r_ij for i < j, -r_ij otherwise (they cancel)."""
-        total = torch.zeros(shape, dtype=torch.float64)
-        for other in self.ctx.client_ids:
-            if other == cid:
-                continue
-            g = torch.Generator().manual_seed(_pair_seed(self.ctx.seed * 1009 + modality_index, cid, other))
-            noise = torch.randn(shape, generator=g, dtype=torch.float64) * self.cfg.mask_scale
-            total += noise if cid < other else -noise
-        return total
+        """This client's secure-aggregation mask r_i - r_next(i) over a ring of the clients.
+
+        The masks telescope to zero in the server's sum, and each client draws two noise
+        tensors instead of one per peer (pairwise masks), which keeps the setup cheap.
+        """
+        ids = sorted(self.ctx.client_ids)
+        if len(ids) < 2:
+            return torch.zeros(shape, dtype=torch.float64)
+        nxt = ids[(ids.index(cid) + 1) % len(ids)]
+
+        def noise(owner: int) -> Tensor:
+            g = torch.Generator().manual_seed(_pair_seed(self.ctx.seed * 1009 + modality_index, owner, owner))
+            return torch.randn(shape, generator=g, dtype=torch.float64) * self.cfg.mask_scale
+
+        return noise(cid) - noise(nxt)
 
     def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:
         keys = [k for k in next(iter(uploads.values())) if k != "setup.request"]

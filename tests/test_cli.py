@@ -1,0 +1,69 @@
+"""CLI: bad input gives one line on stderr, exit code 2, and writes nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmark.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, str(ROOT / "run_benchmark.py"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+BAD = [
+    (["run", "--set", "algorithm.name=fedavgg"], "did you mean 'fedavg'"),
+    (["run", "--set", "partition.alpha=0"], "alpha"),
+    (["run", "--set", "partition.alpha=-1"], "alpha"),
+    (["run", "--set", "missing.rate=1.5"], "rate"),
+    (["run", "--set", "missing.rate=-0.1"], "rate"),
+    (["prepare", "--set", "dataset.num_nodes=50", "--set", "partition.num_clients=80"], "clients"),
+    (["run", "--set", "train.roundz=3"], "did you mean 'rounds'"),
+    (["sweep", "demoo"], "did you mean 'demo'"),
+]
+
+
+@pytest.mark.parametrize("args,needle", BAD)
+def test_bad_input_one_line_exit_2_nothing_written(args, needle, tmp_path):
+    proc = _run_cli(args, tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
+    assert needle in lines[0]
+    assert list(tmp_path.iterdir()) == [], "bad input must write nothing"
+
+
+def test_malformed_yaml_file(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("train:\n  rounds: [1,\n")
+    proc = _run_cli(["run", str(cfg)], tmp_path)
+    assert proc.returncode == 2 and "malformed YAML" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]
+
+
+def test_missing_config_file(tmp_path):
+    proc = _run_cli(["run", "nope.yaml"], tmp_path)
+    assert proc.returncode == 2 and "not found" in proc.stderr
+
+
+def test_prepare_prints_statistics(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["prepare", "--set", "dataset.num_nodes=400", "--set", "partition.num_clients=4",
+            "--set", "missing.rate=0.3"]
+    assert main(args + ["--json"]) == 0
+    import json
+
+    stats = json.loads(capsys.readouterr().out)
+    assert len(stats["clients"]) == 4 and "dropped_edges" in stats
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "dropped" in out.lower()
