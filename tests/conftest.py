@@ -11,6 +11,12 @@ from benchmark.federation import ClientData, FederatedData
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 torch.set_num_threads(1)  # tiny graphs: one thread is fastest and avoids contention on 2 cores
+try:  # the same for numpy/scipy/sklearn BLAS pools
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+    pass
 
 
 def make_tiny_federation(n: int = 300, k: int = 3, classes: int = 3, seed: int = 0) -> FederatedData:
