@@ -1,0 +1,25 @@
+"""Knowledge-graph embedding: decoders (TransE, RotatE, ComplEx), losses with negative
+sampling, fused candidate scoring and filtered tie-aware ranking evaluation.
+
+``DECODERS`` is the registry of KGE decoders (a config names one, independently of the
+FL algorithm, imputer and fusion). Importing this package registers the built-in ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmark.registry import Registry
+
+DECODERS: Registry[Any] = Registry("kge decoder")
+
+from benchmark.kge.decoders import ComplEx, KGEDecoder, RotatE, TransE, build_decoder  # noqa: E402
+from benchmark.kge.evaluation import FilterIndex, evaluate_filtered, rank_metrics, tie_aware_ranks  # noqa: E402
+from benchmark.kge.losses import LOSSES, kge_loss, sample_negatives  # noqa: E402
+from benchmark.kge.model import KGEModel, make_queries, train_epoch  # noqa: E402
+
+__all__ = [
+    "DECODERS", "KGEDecoder", "RotatE", "TransE", "ComplEx", "build_decoder",
+    "FilterIndex", "evaluate_filtered", "rank_metrics", "tie_aware_ranks",
+    "LOSSES", "kge_loss", "sample_negatives", "KGEModel", "make_queries", "train_epoch",
+]

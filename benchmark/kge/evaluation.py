@@ -1,0 +1,171 @@
+"""Filtered, tie-aware link-prediction evaluation over a candidate entity set.
+
+Protocol (FedMKGC, and the classic filtered setting of Bordes et al.):
+
+- Both directions: a test triple (h, r, t) asks for the tail given (h, r) and for the
+  head given (t, r^-1), i.e. tail prediction on the inverse relation id ``r + R``. The
+  reported metric is the mean over both directions (equal query counts, so this is also
+  the mean over all 2T queries); per-direction values are returned too.
+- Candidates: only the given entity set is ranked (a client's own entities, FedE/FedLU
+  practice); by default every entity.
+- Filtering: every *other* known true answer of the query (from train+valid+test, and
+  for inverse queries from the reversed triples) is removed from the ranking; the
+  positive itself is never removed.
+- Ties, "mean rank of ties" (PyKEEN's *realistic* rank): ``rank = 1 + #(candidates
+  scoring strictly higher) + 0.5 * #(other candidates scoring exactly the same)``. This
+  is the expected rank under random tie-breaking: a constant scorer gets the middle rank,
+  not rank 1 (the optimistic bug) nor the last (the pessimistic one). A NaN score counts
+  as ``-inf``. Hits@K uses the same (possibly fractional) rank: ``rank <= K``.
+
+Everything is batched tensor code: known answers of a batch of queries are found by
+binary search in one sorted key array, the filter is a boolean mask scattered in one
+``index_put_``, and ranks are row reductions; there is no Python loop per query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+HITS_AT = (1, 3, 10)
+
+
+class FilterIndex:
+    """All known (query -> answer) pairs, in both directions, as one sorted key array.
+
+    A triple (h, r, t) yields the key of (query (h, r), answer t) and the key of
+    (query (t, r + R), answer h). Keys are ``(h * 2R + r) * E + answer`` (int64).
+    """
+
+    def __init__(self, known: Tensor, num_entities: int, num_relations: int) -> None:
+        known = known.long().reshape(-1, 3)
+        self.num_entities = num_entities
+        self.num_relations = num_relations
+        h, r, t = known[:, 0], known[:, 1], known[:, 2]
+        R2 = 2 * num_relations
+        fwd = (h * R2 + r) * num_entities + t
+        inv = (t * R2 + r + num_relations) * num_entities + h
+        self.keys = torch.unique(torch.cat([fwd, inv]))  # sorted
+
+    def answers(self, h: Tensor, r: Tensor) -> tuple[Tensor, Tensor]:
+        """All known answers of queries (h, r) (r may be an inverse id): ``(row, entity)``
+        pairs, ``row`` indexing the query batch."""
+        E = self.num_entities
+        q = h.long() * (2 * self.num_relations) + r.long()
+        lo = torch.searchsorted(self.keys, q * E)
+        hi = torch.searchsorted(self.keys, (q + 1) * E)
+        counts = hi - lo
+        rows = torch.repeat_interleave(torch.arange(len(q), device=q.device), counts)
+        starts = torch.repeat_interleave(lo - (torch.cumsum(counts, 0) - counts), counts)
+        pos = torch.arange(int(counts.sum()), device=q.device) + starts
+        return rows, self.keys[pos] % E
+
+
+def tie_aware_ranks(scores: Tensor, pos_col: Tensor, filter_rows: Tensor | None = None, filter_cols: Tensor | None = None) -> Tensor:
+    """Filtered mean-of-ties ranks ``[B]`` (float) of the positive column of each row.
+
+    ``scores`` ``[B, N]``; ``pos_col`` ``[B]`` the positive's column; ``(filter_rows,
+    filter_cols)`` the other true answers to remove (the positive's own entry is ignored
+    if listed).
+    """
+    s = scores.detach().float()
+    s = s.masked_fill(torch.isnan(s), float("-inf"))  # (nan_to_num would also clip +-inf)
+    B = s.shape[0]
+    rows = torch.arange(B, device=s.device)
+    pos_score = s[rows, pos_col].unsqueeze(1)
+    keep = torch.ones_like(s, dtype=torch.bool)
+    if filter_rows is not None and filter_cols is not None and filter_rows.numel():
+        keep[filter_rows, filter_cols] = False
+    keep[rows, pos_col] = True
+    greater = ((s > pos_score) & keep).sum(1)
+    ties = ((s == pos_score) & keep).sum(1) - 1  # the positive ties with itself
+    return 1.0 + greater.double() + 0.5 * ties.double()
+
+
+def rank_metrics(ranks: Tensor) -> dict[str, float]:
+    """MRR, MR and Hits@{1,3,10} of a rank vector."""
+    ranks = ranks.double()
+    if ranks.numel() == 0:
+        return {"mrr": float("nan"), "mr": float("nan"), **{f"hits@{k}": float("nan") for k in HITS_AT}, "count": 0}
+    out = {"mrr": float((1.0 / ranks).mean()), "mr": float(ranks.mean())}
+    for k in HITS_AT:
+        out[f"hits@{k}"] = float((ranks <= k).double().mean())
+    out["count"] = int(ranks.numel())
+    return out
+
+
+ScoreFn = Callable[[Tensor, Tensor], Tensor]
+
+
+@torch.no_grad()
+def filtered_ranks(
+    score_fn: ScoreFn,
+    queries: Tensor,
+    filter_index: FilterIndex,
+    candidates: Tensor | None = None,
+    batch_size: int = 256,
+) -> Tensor:
+    """Ranks ``[Q]`` of the answers of ``queries`` ``[Q, 3]`` = (head, relation id incl.
+    inverse ids, answer). ``score_fn(h, r)`` returns ``[B, N]`` scores of the candidates
+    (in the order of ``candidates``; all entities when ``None``)."""
+    E = filter_index.num_entities
+    device = queries.device
+    if candidates is None:
+        local = torch.arange(E, device=device)
+    else:
+        local = torch.full((E,), -1, dtype=torch.long, device=device)
+        local[candidates.long()] = torch.arange(len(candidates), device=device)
+    out = []
+    for s in range(0, len(queries), batch_size):
+        q = queries[s:s + batch_size].long()
+        pos = local[q[:, 2]]
+        if bool((pos < 0).any()):
+            bad = int(q[pos < 0][0, 2])
+            raise ValueError(f"answer entity {bad} of a test query is not in the candidate set")
+        scores = score_fn(q[:, 0], q[:, 1])
+        rows, ents = filter_index.answers(q[:, 0], q[:, 1])
+        cols = local[ents]
+        ok = cols >= 0
+        out.append(tie_aware_ranks(scores, pos, rows[ok], cols[ok]))
+    return torch.cat(out) if out else torch.empty(0, dtype=torch.double)
+
+
+def both_directions(triples: Tensor, num_relations: int) -> tuple[Tensor, Tensor]:
+    """Tail queries (h, r, t) and head queries as inverse tail queries (t, r + R, h)."""
+    t = triples.long()
+    inv = torch.stack([t[:, 2], t[:, 1] + num_relations, t[:, 0]], dim=1)
+    return t, inv
+
+
+def evaluate_filtered(
+    score_fn: ScoreFn,
+    triples: Tensor,
+    filter_index: FilterIndex,
+    candidates: Tensor | None = None,
+    batch_size: int = 256,
+) -> dict:
+    """Filtered MRR / Hits@K over both directions of ``triples`` (base relation ids).
+
+    Returns the averaged metrics at the top level plus ``tail`` and ``head`` sub-dicts.
+    """
+    tail_q, head_q = both_directions(triples, filter_index.num_relations)
+    tail = filtered_ranks(score_fn, tail_q, filter_index, candidates, batch_size)
+    head = filtered_ranks(score_fn, head_q, filter_index, candidates, batch_size)
+    out = rank_metrics(torch.cat([tail, head]))
+    out["tail"] = rank_metrics(tail)
+    out["head"] = rank_metrics(head)
+    return out
+
+
+def decoder_scorer(decoder: torch.nn.Module, entity_emb: Tensor, candidates: Tensor | None = None) -> ScoreFn:
+    """A ``score_fn`` for a KGE decoder and an entity-vector table: the candidate vectors
+    are gathered once, then each batch is one fused ``[B, N]`` scoring call."""
+    cand = entity_emb if candidates is None else entity_emb[candidates.long()]
+    cand = cand.contiguous()
+
+    def score(h: Tensor, r: Tensor) -> Tensor:
+        return decoder(entity_emb[h], r, cand)  # type: ignore[operator]
+
+    return score

@@ -1,0 +1,147 @@
+"""Relation-ID partition (with the paper's Table II on real FB15K-237) and Dirichlet item dealing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmark.errors import ConfigError
+from benchmark.registry import PARTITIONERS
+from data_prep.kg import fb15k237 as fb
+from data_prep.kg.dataset import KGDataset
+from data_prep.kg.synthetic import make_synthetic_kg
+from data_prep.partition.dirichlet_items import (
+    build_client_modalities, client_item_features, cross_client_cosine, cross_client_jaccard, deal_items,
+    fill_unavailable, item_id_sets, text_token_sets,
+)
+from data_prep.partition.relation_id import partition_stats, relation_id_partition
+
+REAL = (fb.MIRROR / "fb15k237" / "FB15k-237.tar.gz").is_file()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def kg() -> KGDataset:
+    return make_synthetic_kg(num_entities=200, seed=1)
+
+
+def test_relation_id_partition_invariants(kg):
+    part = PARTITIONERS.get("relation_id")().split(kg, 3)
+    rel_sets = [set(c.relations.tolist()) for c in part.clients]
+    assert set().union(*rel_sets) == set(range(kg.num_relations))
+    assert sum(len(s) for s in rel_sets) == kg.num_relations        # disjoint
+    pooled = sorted(map(tuple, kg.all_triples().tolist()))
+    got = sorted(t for c in part.clients for t in map(tuple, c.all_triples().tolist()))
+    assert got == pooled                                             # nothing lost or duplicated
+    for c, rels in zip(part.clients, rel_sets):
+        assert set(c.all_triples()[:, 1].tolist()) <= rels
+        n = c.num_triples
+        assert len(c.valid) == round(0.1 * n) and len(c.test) == round(0.1 * n)
+        assert torch.equal(c.entities, torch.unique(c.all_triples()[:, [0, 2]]))
+    again = relation_id_partition(kg.all_triples(), kg.num_relations, 3, seed=0)
+    assert all(torch.equal(a.train, b.train) for a, b in zip(part.clients, again.clients))
+    other = relation_id_partition(kg.all_triples(), kg.num_relations, 3, seed=1)
+    assert any(not torch.equal(a.relations, b.relations) for a, b in zip(part.clients, other.clients))
+    with pytest.raises(ConfigError):
+        relation_id_partition(kg.all_triples(), kg.num_relations, kg.num_relations + 1)
+
+
+@pytest.mark.skipif(not REAL, reason="shared/data/fb15k237 is not present")
+def test_table_ii_statistics_on_real_fb15k237():
+    """Mean relations and triples per client are exact by construction (237/C, 310,116/C);
+    mean entities depends on the shuffle and must be near the paper's."""
+    trip = fb.read_triples_archive(fb.locate("FB15k-237.tar.gz"))
+    ents, rels = fb.build_vocab(trip)
+    e_id, r_id = {e: i for i, e in enumerate(ents)}, {r: i for i, r in enumerate(rels)}
+    pooled = torch.cat([fb.to_id_tensor(trip[s], e_id, r_id) for s in ("train", "valid", "test")])
+    assert len(pooled) == 310_116
+    paper = {3: (79.0, 12_595.3), 5: (47.4, 11_260.4), 10: (23.7, 8_340.1)}
+    for C, (mean_rel, mean_ent) in paper.items():
+        s = partition_stats(relation_id_partition(pooled, 237, C, seed=0, num_entities=len(ents)))
+        assert s["mean_relations"] == pytest.approx(mean_rel, abs=1e-9)
+        assert s["mean_triples"] == pytest.approx(310_116 / C, abs=1e-6)
+        assert abs(s["mean_entities"] - mean_ent) / mean_ent < 0.06
+
+
+# --------------------------------------------------------------------------- item dealing
+
+
+def test_deal_items_goes_to_holders_only():
+    owner = torch.tensor([0, 0, 0, 1, 1, 2, 3, 3])
+    ents = [torch.tensor([0, 1]), torch.tensor([0, 2]), torch.tensor([0, 1, 2])]
+    held = deal_items(owner, ents, alpha=0.1, seed=0)
+    flat = torch.cat(held).sort().values
+    assert flat.tolist() == [0, 1, 2, 3, 4, 5]                     # entity 3 has no holder: dealt to nobody
+    for c, h in enumerate(held):
+        assert set(owner[h].tolist()) <= set(ents[c].tolist())
+    full = deal_items(owner, ents, partitioned=False)
+    assert [h.tolist() for h in full] == [[0, 1, 2, 3, 4], [0, 1, 2, 5], [0, 1, 2, 3, 4, 5]]
+    assert [h.tolist() for h in deal_items(owner, ents, seed=5)] == [h.tolist() for h in deal_items(owner, ents, seed=5)]
+
+
+def test_dirichlet_alpha_controls_concentration():
+    n_ent, items_per = 400, 20
+    owner = torch.arange(n_ent).repeat_interleave(items_per)
+    ents = [torch.arange(n_ent)] * 3
+
+    def top_share(alpha: float) -> float:
+        held = deal_items(owner, ents, alpha=alpha, seed=0)
+        counts = torch.stack([torch.bincount(owner[h], minlength=n_ent) for h in held])
+        return float((counts.max(0).values / items_per).mean())
+
+    assert top_share(0.1) > 0.85
+    assert top_share(100.0) < 0.5
+
+
+def test_client_features_are_means_of_held_items():
+    feats = torch.tensor([[1.0, 0.0], [3.0, 0.0], [0.0, 5.0], [7.0, 7.0]])
+    owner = torch.tensor([0, 0, 2, 1])
+    x, has = client_item_features(feats, owner, torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2]))
+    assert x.tolist() == [[2.0, 0.0], [0.0, 0.0], [0.0, 5.0]] and has.tolist() == [True, False, True]
+
+
+def test_build_client_modalities_masks_and_fill(kg):
+    part = relation_id_partition(kg.all_triples(), kg.num_relations, 3, seed=0, num_entities=kg.num_entities)
+    full = build_client_modalities(kg, part, rate=1.0, partitioned=False, seed=0)
+    half = build_client_modalities(kg, part, rate=0.5, fill="random", seed=0)
+    for f, h in zip(full, half):
+        assert h.available.shape == (len(h.entities), 2)
+        assert bool((h.available <= h.natural).all())
+        if int(h.natural.sum()) > 50:
+            rate = float(h.available.sum() / h.natural.sum())
+            assert 0.3 < rate < 0.7
+        for j, m in enumerate(h.modalities):
+            miss = ~h.available[:, j] & f.natural[:, j]
+            assert not torch.isclose(h.features[m][miss], f.features[m][miss]).all(dim=1).any()  # never the true value
+    zeros = build_client_modalities(kg, part, rate=0.5, fill="zeros", seed=0)
+    z = zeros[0]
+    assert bool((z.features["text"][~z.available[:, 0]] == 0).all())
+    same = build_client_modalities(kg, part, rate=0.5, fill="random", seed=0)
+    assert all(torch.equal(a.features["text"], b.features["text"]) for a, b in zip(half, same))
+    x = torch.randn(10, 3)
+    with pytest.raises(ConfigError):
+        fill_unavailable(x, torch.ones(10, dtype=torch.bool).logical_not(), "mean", torch.Generator())
+
+
+def test_cross_client_similarities():
+    ents = [torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([1])]
+    feats = [torch.tensor([[1.0, 0.0], [1.0, 1.0]]), torch.tensor([[0.0, 1.0], [1.0, 1.0]]), torch.tensor([[-1.0, -1.0]])]
+    # entity 0: pair (0,1) cos 0; entity 1: pairs (0,1)=1, (0,2)=-1, (1,2)=-1 -> -1/3; mean over entities
+    assert cross_client_cosine(ents, feats) == pytest.approx((0.0 + (-1 / 3)) / 2)
+    valid = [torch.tensor([True, True]), torch.tensor([False, True]), torch.tensor([True])]
+    assert cross_client_cosine(ents, feats, valid) == pytest.approx(-1 / 3)
+    texts = ["Kobe Bryant", "basketball player", "Bryant"]
+    owner = torch.tensor([0, 0, 0])
+    held = [torch.tensor([0]), torch.tensor([1, 2]), torch.tensor([], dtype=torch.long)]
+    sets = [text_token_sets(texts, owner, h) for h in held]
+    e = [torch.tensor([0])] * 3
+    assert cross_client_jaccard(e, sets) == pytest.approx(1 / 4)  # {kobe, bryant} vs {basketball, player, bryant}
+    assert cross_client_jaccard(e, sets, skip_empty=False) == pytest.approx((1 / 4 + 0 + 0) / 3)
+    assert cross_client_jaccard(e, [item_id_sets(owner, h) for h in held]) == 0.0
