@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--clients", type=int, default=10)
     b.add_argument("--rounds", type=int, default=5)
     b.add_argument("--device", default="auto")
+    b.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
 
     d = sub.add_parser("demo", help="run the demo suite, print its table, write table and plot (the default)")
     d.add_argument("--jobs", type=int, default=2)
@@ -214,6 +215,10 @@ def cmd_list(a: argparse.Namespace) -> int:
 def cmd_bench(a: argparse.Namespace) -> int:
     from benchmark.bench import bench_fedavg
 
+    import torch
+
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
     bench_fedavg(num_nodes=a.nodes, num_clients=a.clients, rounds=a.rounds, device=a.device)
     return 0
 

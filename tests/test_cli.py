@@ -33,26 +33,51 @@ BAD = [
 
 
 @pytest.mark.parametrize("args,needle", BAD)
-def test_bad_input_one_line_exit_2_nothing_written(args, needle, tmp_path):
-    proc = _run_cli(args, tmp_path)
-    assert proc.returncode == 2, proc.stderr
-    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
+def test_bad_input_one_line_exit_2_nothing_written(args, needle, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
     assert needle in lines[0]
     assert list(tmp_path.iterdir()) == [], "bad input must write nothing"
 
 
-def test_malformed_yaml_file(tmp_path):
+def test_bad_input_through_the_real_entry_point(tmp_path):
+    """The same contract seen from a shell: exit status 2 and one line on stderr."""
+    proc = _run_cli(["run", "--set", "missing.rate=1.5"], tmp_path)
+    assert proc.returncode == 2
+    assert [ln for ln in proc.stderr.splitlines() if ln.strip()] == [proc.stderr.strip()]
+    assert "rate" in proc.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_malformed_yaml_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("train:\n  rounds: [1,\n")
-    proc = _run_cli(["run", str(cfg)], tmp_path)
-    assert proc.returncode == 2 and "malformed YAML" in proc.stderr
+    assert main(["run", str(cfg)]) == 2
+    assert "malformed YAML" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]
 
 
-def test_missing_config_file(tmp_path):
-    proc = _run_cli(["run", "nope.yaml"], tmp_path)
-    assert proc.returncode == 2 and "not found" in proc.stderr
+def test_missing_config_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "nope.yaml"]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_missing_data_file_names_file_and_places(tmp_path, monkeypatch, capsys):
+    import data_prep.datasets.sources as sources
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sources, "MIRROR", tmp_path / "no-mirror")
+    monkeypatch.delenv("FEDMM_DATA_ROOT", raising=False)
+    code = main(["prepare", "--set", "dataset.name=tiktok", "--set", f"dataset.root={tmp_path / 'empty'}"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "empty" in lines[0] and "no-mirror" in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_prepare_prints_statistics(tmp_path, capsys, monkeypatch):
