@@ -47,3 +47,88 @@ def weighted_mean(values: list[float], weights: list[float]) -> float:
     pairs = [(v, w) for v, w in zip(values, weights) if w > 0 and v == v]
     total = sum(w for _, w in pairs)
     return float(sum(v * w for v, w in pairs) / total) if total > 0 else float("nan")
+
+
+# --------------------------------------------------------------------------- ranking and scoring
+
+
+def _check_scores(scores: Tensor, labels: Tensor) -> None:
+    if scores.dim() != 1 or labels.shape != scores.shape:
+        raise ValueError(f"scores and labels must be 1-D of equal length, got {tuple(scores.shape)} "
+                         f"and {tuple(labels.shape)}")
+    if not scores.dtype.is_floating_point:
+        raise ValueError(f"scores must be floating point, got {scores.dtype}")
+    if labels.dtype.is_floating_point or labels.dtype.is_complex:
+        raise ValueError(f"labels must be integer or bool 0/1, got {labels.dtype}")
+    if labels.numel() and not bool(((labels == 0) | (labels == 1)).all()):
+        raise ValueError("labels must be 0 or 1")
+    if not bool(torch.isfinite(scores).all()):
+        raise ValueError("scores must be finite")
+
+
+@METRICS.register("auc")
+def roc_auc(scores: Tensor, labels: Tensor) -> float:
+    """Area under the ROC curve (scikit-learn's, ties count one half); NaN when one class is absent.
+
+    NaN rather than an error because a small client split can hold no negatives; the
+    engine's size-weighted mean skips NaN values.
+    """
+    _check_scores(scores, labels)
+    y = labels.detach().cpu().long().numpy()
+    if y.size == 0 or y.min() == y.max():
+        return float("nan")
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, scores.detach().cpu().double().numpy()))
+
+
+@METRICS.register("ap")
+def average_precision(scores: Tensor, labels: Tensor) -> float:
+    """Average precision (scikit-learn's step-wise area under precision-recall); NaN without positives."""
+    _check_scores(scores, labels)
+    y = labels.detach().cpu().long().numpy()
+    if y.size == 0 or y.max() == 0:
+        return float("nan")
+    from sklearn.metrics import average_precision_score
+
+    return float(average_precision_score(y, scores.detach().cpu().double().numpy()))
+
+
+def _check_ranks(ranks: Tensor) -> None:
+    if ranks.dim() != 1:
+        raise ValueError(f"ranks must be 1-D, got shape {tuple(ranks.shape)}")
+    if ranks.dtype.is_floating_point or ranks.dtype == torch.bool:
+        raise ValueError(f"ranks must be integer (1 = best), got {ranks.dtype}")
+    if ranks.numel() and int(ranks.min()) < 1:
+        raise ValueError("ranks start at 1")
+
+
+@METRICS.register("recall_at_k")
+def recall_at_k(ranks: Tensor, k: int) -> float:
+    """Fraction of queries whose true item is ranked within the top ``k``."""
+    _check_ranks(ranks)
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if ranks.numel() == 0:
+        return float("nan")
+    return float((ranks <= k).double().mean())
+
+
+@METRICS.register("mrr")
+def mean_reciprocal_rank(ranks: Tensor) -> float:
+    """Mean of 1 / rank of the true item over the queries."""
+    _check_ranks(ranks)
+    if ranks.numel() == 0:
+        return float("nan")
+    return float((1.0 / ranks.double()).mean())
+
+
+def ranks_of_diagonal(sim: Tensor) -> Tensor:
+    """Rank (1 = best) of ``sim[i, i]`` within row ``i``; ties count against the true item.
+
+    Pessimistic ties keep a constant scorer at the bottom instead of crediting it with rank 1.
+    """
+    if sim.dim() != 2 or sim.shape[0] != sim.shape[1]:
+        raise ValueError(f"similarity must be a square matrix, got shape {tuple(sim.shape)}")
+    true = sim.diagonal().unsqueeze(1)
+    return (sim >= true).sum(1).long()

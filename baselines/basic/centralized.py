@@ -21,6 +21,7 @@ class Centralized(FedAvg):
     """
 
     centralized = True
+    tasks = ("node_cls",)
 
     def client_update(self, client: ClientData, state: dict, received: Payload, rnd: int) -> Payload:
         state["pooled"] = client

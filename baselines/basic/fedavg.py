@@ -31,6 +31,7 @@ class FedAvg(ModelAlgorithm):
     """
 
     Config = FedAvgConfig
+    tasks = ("node_cls", "link_pred", "retrieval", "matching")
     upload_keys = (r"model\..+", "num_examples")
 
     def init_server(self) -> Payload:

@@ -45,6 +45,7 @@ class FedGCN(FedAvg):
     """
 
     Config = FedGCNConfig
+    tasks = ("node_cls", "retrieval", "matching")  # not link_pred: the setup aggregates over held-out edges
     has_setup = True
     upload_keys = (r"model\..+", "num_examples", r"setup\.(sum|count)\..+", "setup.request")
 

@@ -13,6 +13,7 @@ class Local(ModelAlgorithm):
     """Local: each client trains its own model on its own data; nothing is sent."""
 
     personalized = True
+    tasks = ("node_cls", "link_pred", "retrieval", "matching")
     upload_keys = ()
 
     def init_server(self) -> Payload:

@@ -1,0 +1,211 @@
+"""Link prediction: score node pairs from node embeddings; AUC and AP on held-out edges.
+
+Edge split. Each client's own undirected edges are split by the task itself, from a seed
+made of the task seed and the client id, so every algorithm and every round sees the same
+split without a change to the federated artifact: ``test_frac`` and ``val_frac`` of the
+edges are held out for evaluation, the rest are training edges. Message passing only ever
+uses training edges (never a validation or test edge: they are what is predicted). During
+training, ``supervision_frac`` of the training edges are also removed from the message
+graph and serve as the positive targets, so that the model learns to predict edges it
+cannot see, which is the situation at evaluation time (the "disjoint" split of PyG's
+``RandomLinkSplit``); at evaluation the message graph holds all training edges.
+
+Scores are dot products of the model's outputs (the head projects the GNN embeddings to
+``embed_dim``). Losses: ``bce`` (positives vs uniformly sampled negatives), or
+``bce_bpr_margin`` (FedMPO: BCE + 0.5 BPR + 0.3 margin ranking with margin 0.1, on sigmoid
+probabilities). ``hard_negatives`` keeps, per positive, the highest-scoring of
+``hard_pool`` sampled candidates. Evaluation negatives are fixed per (seed, client, split),
+one per positive edge, and are never an edge of the client's graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from benchmark.errors import ConfigError
+from benchmark.federation import ClientData
+from benchmark.metrics import average_precision, roc_auc
+from benchmark.registry import TASKS
+from benchmark.tasks.base import SPLITS, Task
+
+LOSSES = ("bce", "bce_bpr_margin")
+
+
+def task_rng(seed: int, cid: int, salt: str) -> np.random.Generator:
+    """A generator per (task seed, client, purpose): independent streams, stable across runs."""
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(cid) + 1, zlib.crc32(salt.encode())])
+
+
+@dataclass
+class EdgeSplit:
+    """One client's link-prediction split (local node indices; positives as [2, P], one direction)."""
+
+    train_message: Tensor     # [2, *] both directions: the message graph during training
+    eval_message: Tensor      # [2, *] both directions: all training edges (message graph at evaluation)
+    positives: dict[str, Tensor]   # split -> [2, P]; "train" = training supervision edges
+    negatives: dict[str, Tensor]   # split -> [2, P] fixed evaluation negatives (empty when not asked for)
+
+
+def _both(e: Tensor) -> Tensor:
+    return torch.cat([e, e.flip(0)], dim=1)
+
+
+def undirected_edges(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Each undirected edge once as (min, max), sorted, without self-loops."""
+    lo, hi = torch.minimum(edge_index[0], edge_index[1]), torch.maximum(edge_index[0], edge_index[1])
+    keep = lo != hi
+    key = torch.unique(lo[keep].cpu() * num_nodes + hi[keep].cpu())
+    return torch.stack([key // num_nodes, key % num_nodes])
+
+
+def sample_non_edges(num_nodes: int, count: int, forbidden: Tensor, rng: np.random.Generator) -> Tensor:
+    """``count`` distinct node pairs (u < v) that are not in ``forbidden`` (keys u * n + v, u < v)."""
+    if count <= 0 or num_nodes < 2:
+        return torch.empty(2, 0, dtype=torch.long)
+    taken = set(forbidden.tolist())
+    out: list[int] = []
+    for _ in range(20):
+        u = rng.integers(0, num_nodes, size=4 * count + 16)
+        v = rng.integers(0, num_nodes, size=4 * count + 16)
+        lo, hi = np.minimum(u, v), np.maximum(u, v)
+        for k in (lo * num_nodes + hi)[lo != hi].tolist():
+            if k not in taken:
+                taken.add(k)
+                out.append(k)
+                if len(out) == count:
+                    break
+        if len(out) == count:
+            break
+    key = torch.tensor(out, dtype=torch.long)
+    return torch.stack([key // num_nodes, key % num_nodes])
+
+
+@TASKS.register("link_pred")
+class LinkPrediction(Task):
+    """Link prediction on each client's own edges (dot-product scores; AUC and AP)."""
+
+    primary_metric = "auc"
+    metrics = ("auc", "ap")
+
+    @dataclass
+    class Config:
+        loss: str = field(default="bce", metadata={"help": "bce, or bce_bpr_margin (FedMPO: + 0.5 BPR + 0.3 margin)"})
+        bpr_weight: float = field(default=0.5, metadata={"help": "weight of the BPR term in bce_bpr_margin"})
+        margin_weight: float = field(default=0.3, metadata={"help": "weight of the margin term in bce_bpr_margin"})
+        margin: float = field(default=0.1, metadata={"help": "margin between positive and negative probabilities"})
+        num_negatives: int = field(default=1, metadata={"help": "training negatives per positive edge"})
+        hard_negatives: bool = field(
+            default=False, metadata={"help": "keep the highest-scoring of hard_pool candidates"})
+        hard_pool: int = field(default=5, metadata={"help": "candidates drawn per hard negative"})
+        val_frac: float = field(
+            default=0.1, metadata={"help": "fraction of each client's edges held out for validation"})
+        test_frac: float = field(default=0.2, metadata={"help": "fraction of each client's edges held out for test"})
+        supervision_frac: float = field(
+            default=0.0, metadata={"help": "fraction of training edges kept out of message passing as targets "
+                                           "(0 = all training edges are both messages and targets)"})
+        embed_dim: int = field(default=64, metadata={"help": "size of the node embeddings that are scored"})
+        seed: int = field(default=0, metadata={"help": "seed of the per-client edge split and evaluation negatives"})
+
+        def __post_init__(self) -> None:
+            if self.loss not in LOSSES:
+                raise ConfigError(f"task.loss must be one of {', '.join(LOSSES)}, got '{self.loss}'")
+            if self.num_negatives < 1 or self.hard_pool < 1 or self.embed_dim < 1:
+                raise ConfigError("task.num_negatives, task.hard_pool and task.embed_dim must be >= 1")
+            if not (0 <= self.val_frac < 1 and 0 <= self.test_frac < 1 and self.val_frac + self.test_frac < 1):
+                raise ConfigError(
+                    f"task.val_frac + task.test_frac must be in [0, 1), got {self.val_frac} + {self.test_frac}")
+            if not 0 <= self.supervision_frac < 1:
+                raise ConfigError(f"task.supervision_frac must be in [0, 1), got {self.supervision_frac}")
+            if min(self.bpr_weight, self.margin_weight, self.margin) < 0:
+                raise ConfigError("task.bpr_weight, task.margin_weight and task.margin must be >= 0")
+
+    def __init__(self, cfg: Config | None = None) -> None:
+        super().__init__(cfg if cfg is not None else self.Config())
+
+    def out_dim(self, num_classes: int) -> int:
+        return self.cfg.embed_dim
+
+    # ------------------------------------------------------------------ split
+    def split(self, client: ClientData, with_negatives: bool = True) -> EdgeSplit:
+        """The client's deterministic edge split (a pure function of its edges, id and the task seed).
+
+        Evaluation negatives are only drawn when asked for: training draws its own each step.
+        """
+        c, n = self.cfg, client.num_nodes
+        und = undirected_edges(client.edge_index, n)
+        e = und.shape[1]
+        perm = torch.from_numpy(task_rng(c.seed, client.cid, "edge-split").permutation(e))
+        n_test, n_val = int(round(c.test_frac * e)), int(round(c.val_frac * e))
+        test, val, train = und[:, perm[:n_test]], und[:, perm[n_test:n_test + n_val]], und[:, perm[n_test + n_val:]]
+        n_sup = int(round(c.supervision_frac * train.shape[1]))
+        sup, msg = (train[:, :n_sup], train[:, n_sup:]) if n_sup > 0 else (train, train)
+        forbidden = und[0] * n + und[1]
+        negatives = {s: sample_non_edges(n, p.shape[1], forbidden, task_rng(c.seed, client.cid, f"neg/{s}"))
+                     for s, p in (("train", sup), ("val", val), ("test", test))} if with_negatives else {}
+        dev = client.edge_index.device
+        return EdgeSplit(train_message=_both(msg).to(dev), eval_message=_both(train).to(dev),
+                         positives={"train": sup.to(dev), "val": val.to(dev), "test": test.to(dev)},
+                         negatives={s: t.to(dev) for s, t in negatives.items()})
+
+    @staticmethod
+    def view(client: ClientData, message: Tensor) -> ClientData:
+        """The client with ``message`` as its graph (features and masks unchanged)."""
+        return dataclasses.replace(client, edge_index=message)
+
+    @staticmethod
+    def score(z: Tensor, pairs: Tensor) -> Tensor:
+        """Dot-product score of every pair ([2, P] -> [P])."""
+        return (z[pairs[0]] * z[pairs[1]]).sum(-1)
+
+    # ------------------------------------------------------------------ training
+    def _negatives(self, z: Tensor, pos: Tensor, n: int) -> Tensor:
+        """[P, k] scores of corrupted tails for every positive (uniform, or the hardest of a pool)."""
+        c = self.cfg
+        k = c.num_negatives
+        draws = k * (c.hard_pool if c.hard_negatives else 1)
+        tails = torch.randint(0, n, (pos.shape[1], draws), device=z.device)
+        scores = (z[pos[0]].unsqueeze(1) * z[tails]).sum(-1)
+        if c.hard_negatives and draws > k:
+            top = scores.detach().topk(k, dim=1).indices
+            scores = scores.gather(1, top)
+        return scores
+
+    def loss(self, model: nn.Module, client: ClientData) -> Tensor:
+        sp = self.split(client, with_negatives=False)
+        z = model(self.view(client, sp.train_message))
+        pos = sp.positives["train"]
+        if pos.shape[1] == 0:
+            return z.sum() * 0.0  # no training edge on this client: a zero loss that still has a graph
+        s_pos = self.score(z, pos)
+        s_neg = self._negatives(z, pos, client.num_nodes)
+        loss = (F.binary_cross_entropy_with_logits(s_pos, torch.ones_like(s_pos))
+                + F.binary_cross_entropy_with_logits(s_neg, torch.zeros_like(s_neg)))
+        if self.cfg.loss == "bce_bpr_margin":
+            bpr = -F.logsigmoid(s_pos.unsqueeze(1) - s_neg).mean()
+            gap = torch.sigmoid(s_pos).unsqueeze(1) - torch.sigmoid(s_neg)
+            loss = loss + self.cfg.bpr_weight * bpr + self.cfg.margin_weight * F.relu(self.cfg.margin - gap).mean()
+        return loss
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, client: ClientData) -> dict[str, dict[str, float]]:
+        sp = self.split(client)
+        was_training = model.training
+        model.eval()
+        z = model(self.view(client, sp.eval_message))
+        model.train(was_training)
+        out: dict[str, dict[str, float]] = {}
+        for s in SPLITS:
+            pos, neg = sp.positives[s], sp.negatives[s]
+            scores = torch.cat([self.score(z, pos), self.score(z, neg)]).cpu()
+            labels = torch.cat([torch.ones(pos.shape[1], dtype=torch.long),
+                                torch.zeros(neg.shape[1], dtype=torch.long)])
+            out[s] = {"auc": roc_auc(scores, labels), "ap": average_precision(scores, labels), "n": float(pos.shape[1])}
+        return out

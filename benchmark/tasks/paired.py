@@ -1,0 +1,87 @@
+"""Shared machinery of the tasks that pair two modalities of the same node (retrieval, matching).
+
+Design: the shared multimodal model computes two *views* of every node, one that sees only
+the query modality (the other modalities are set to zero and marked unavailable) and one
+that sees only the gallery modality. Both go through the same encoders, fusion, GNN and
+head, so these tasks train exactly the parameters that every algorithm already shares and
+aggregates, with no task-specific module to federate. A node takes part only where both
+of its modalities are really available (a zero-filled missing modality is no pair).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from benchmark.errors import ConfigError
+from benchmark.federation import ClientData
+from benchmark.tasks.base import Task
+
+QUERY_PREFERENCE = ("image", "visual")
+GALLERY_PREFERENCE = ("text", "acoustic")
+
+
+def _pick(modalities: list[str], wanted: str | None, preference: tuple[str, ...], exclude: str | None,
+          role: str) -> str:
+    if wanted is not None:
+        if wanted not in modalities:
+            raise ConfigError(f"task.{role} '{wanted}' is not a modality of this dataset ({', '.join(modalities)})")
+        return wanted
+    for m in (*preference, *modalities):
+        if m in modalities and m != exclude:
+            return m
+    raise ConfigError(f"task needs two modalities, the dataset has: {', '.join(modalities)}")
+
+
+class PairedModalityTask(Task):
+    """Base of tasks on (query modality, gallery modality) pairs of one node."""
+
+    def __init__(self, cfg: object | None = None) -> None:
+        super().__init__(cfg if cfg is not None else self.Config())  # type: ignore[attr-defined]
+
+    def out_dim(self, num_classes: int) -> int:
+        return self.cfg.embed_dim
+
+    def modalities(self, client: ClientData) -> tuple[int, int]:
+        """Column indices of the query and gallery modalities (defaults: image-like query, text-like gallery)."""
+        mods = client.modalities
+        if len(mods) < 2:
+            raise ConfigError(f"task needs two modalities, the dataset has: {', '.join(mods)}")
+        q = _pick(mods, self.cfg.query, QUERY_PREFERENCE, None, "query")
+        g = _pick(mods, self.cfg.gallery, GALLERY_PREFERENCE, q, "gallery")
+        if q == g:
+            raise ConfigError(f"task.query and task.gallery must differ, both are '{q}'")
+        return mods.index(q), mods.index(g)
+
+    @staticmethod
+    def only(client: ClientData, keep: int) -> ClientData:
+        """The client as seen through one modality: the others zeroed and marked unavailable."""
+        features = {m: (x if j == keep else torch.zeros_like(x)) for j, (m, x) in enumerate(client.features.items())}
+        available = torch.zeros_like(client.available)
+        available[:, keep] = client.available[:, keep]
+        return dataclasses.replace(client, features=features, available=available)
+
+    def views(self, model: nn.Module, client: ClientData, center: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+        """L2-normalized query and gallery embeddings [n, d], and the mask of nodes holding both modalities.
+
+        ``center`` subtracts each view's mean over the client's nodes first. Scores compared
+        across queries (matching AUC) need it: otherwise the component common to all nodes
+        dominates the cosine, and the pair loss is stuck at the trivial point where every
+        query is orthogonal to every gallery item. Ranking within one query (retrieval) is
+        unaffected by a common shift of the gallery and does not need it.
+        """
+        qi, gi = self.modalities(client)
+        zq, zg = model(self.only(client, qi)), model(self.only(client, gi))
+        if center:
+            zq, zg = zq - zq.mean(0, keepdim=True), zg - zg.mean(0, keepdim=True)
+        zq, zg = F.normalize(zq, dim=-1), F.normalize(zg, dim=-1)
+        both = client.available[:, qi] & client.available[:, gi]
+        return zq, zg, both
+
+    @staticmethod
+    def zero_loss(z: Tensor) -> Tensor:
+        """A zero loss that still has a graph (a client without training pairs)."""
+        return z.sum() * 0.0

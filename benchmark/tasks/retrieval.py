@@ -1,0 +1,73 @@
+"""Cross-modal retrieval: for each query-modality embedding, rank the gallery-modality ones.
+
+Training: symmetric InfoNCE (temperature 0.07, as FedMPO) between the query and gallery
+views of the client's training nodes that hold both modalities (see ``paired.py`` for the
+views). Evaluation per split: the split's nodes with both modalities; every node's query
+ranks the gallery of that split (on its own client); Recall@1/5/10 and MRR, ties counted
+against the true item. A random scorer has MRR ``H_G / G`` for a gallery of ``G`` items.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from benchmark.errors import ConfigError
+from benchmark.federation import ClientData
+from benchmark.metrics import mean_reciprocal_rank, ranks_of_diagonal, recall_at_k
+from benchmark.registry import TASKS
+from benchmark.tasks.base import SPLITS
+from benchmark.tasks.paired import PairedModalityTask
+
+RECALL_KS = (1, 5, 10)
+
+
+@TASKS.register("retrieval")
+class Retrieval(PairedModalityTask):
+    """Query-modality -> gallery-modality retrieval (InfoNCE; Recall@1/5/10 and MRR)."""
+
+    primary_metric = "mrr"
+    metrics = ("mrr", "recall@1", "recall@5", "recall@10")
+
+    @dataclass
+    class Config:
+        query: str | None = field(
+            default=None, metadata={"help": "query modality (default: image or visual, else the first)"})
+        gallery: str | None = field(
+            default=None, metadata={"help": "gallery modality (default: text or acoustic, else another)"})
+        temperature: float = field(default=0.07, metadata={"help": "InfoNCE temperature"})
+        embed_dim: int = field(default=64, metadata={"help": "size of the embeddings that are compared"})
+
+        def __post_init__(self) -> None:
+            if self.temperature <= 0 or self.embed_dim < 1:
+                raise ConfigError("task.temperature must be > 0 and task.embed_dim >= 1")
+
+    def loss(self, model: nn.Module, client: ClientData) -> Tensor:
+        zq, zg, both = self.views(model, client)
+        idx = torch.nonzero(client.train_mask & both).flatten()
+        if idx.numel() < 2:
+            return self.zero_loss(zq)
+        logits = zq[idx] @ zg[idx].T / self.cfg.temperature
+        target = torch.arange(idx.numel(), device=logits.device)
+        return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, client: ClientData) -> dict[str, dict[str, float]]:
+        was_training = model.training
+        model.eval()
+        zq, zg, both = self.views(model, client)
+        model.train(was_training)
+        out: dict[str, dict[str, float]] = {}
+        for s in SPLITS:
+            idx = torch.nonzero(getattr(client, f"{s}_mask") & both).flatten()
+            if idx.numel() < 2:  # a gallery of one is no retrieval: rank 1 would be free
+                out[s] = {"mrr": float("nan"), **{f"recall@{k}": float("nan") for k in RECALL_KS}, "n": 0.0}
+                continue
+            ranks = ranks_of_diagonal(zq[idx] @ zg[idx].T).cpu()
+            row = {"mrr": mean_reciprocal_rank(ranks)}
+            row.update({f"recall@{k}": recall_at_k(ranks, k) for k in RECALL_KS})
+            out[s] = {**row, "n": float(idx.numel())}
+        return out

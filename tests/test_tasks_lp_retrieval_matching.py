@@ -1,0 +1,191 @@
+"""Link prediction, retrieval and matching: learnable through FedAvg, audited, deterministic, leak-free."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from benchmark import registry as R
+from benchmark.config import build_run_config
+from benchmark.engine import Engine
+from benchmark.errors import BenchmarkError, ConfigError
+from benchmark.federation import ClientData
+from benchmark.metrics import average_precision, mean_reciprocal_rank, ranks_of_diagonal, recall_at_k, roc_auc
+from benchmark.tasks.link_pred import LinkPrediction, undirected_edges
+from benchmark.tasks.retrieval import Retrieval
+from data_prep.build import build_federation
+from data_prep.datasets.sources import MIRROR
+
+SYNTH = {"name": "synthetic", "num_nodes": 600, "text_dim": 32, "image_dim": 32, "avg_degree": 8}
+
+
+def _cfg(tmp_path, task: dict, rounds: int, dataset: dict | None = None, algorithm: str = "fedavg"):
+    return build_run_config({
+        "dataset": dataset or SYNTH, "partition": {"name": "louvain", "num_clients": 3}, "task": task,
+        "algorithm": {"name": algorithm}, "model": {"hidden": 32},
+        "train": {"rounds": rounds, "lr": 0.01, "local_epochs": 2, "eval_every": 1},
+        "output": {"cache_dir": str(tmp_path / "cache"), "checkpoint_dir": str(tmp_path / "ckpt")}})
+
+
+@pytest.fixture(scope="module")
+def synth_fed(tmp_path_factory):
+    return build_federation(_cfg(tmp_path_factory.mktemp("fed"), {"name": "link_pred"}, 1))
+
+
+def _keys(edges: torch.Tensor, n: int) -> set[int]:
+    und = undirected_edges(edges, n)
+    return set((und[0] * n + und[1]).tolist())
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def test_metric_values_and_validation():
+    assert roc_auc(torch.tensor([0.1, 0.9, 0.5]), torch.tensor([0, 1, 1])) == 1.0
+    assert roc_auc(torch.tensor([0.5, 0.5]), torch.tensor([0, 1])) == 0.5
+    assert math.isnan(roc_auc(torch.tensor([0.5, 0.7]), torch.tensor([1, 1])))
+    assert average_precision(torch.tensor([0.9, 0.1]), torch.tensor([1, 0])) == 1.0
+    ranks = ranks_of_diagonal(torch.tensor([[1.0, 0.0], [1.0, 1.0]]))
+    assert ranks.tolist() == [1, 2]  # a tie counts against the true item
+    assert mean_reciprocal_rank(ranks) == 0.75 and recall_at_k(ranks, 1) == 0.5
+    with pytest.raises(ValueError):
+        roc_auc(torch.tensor([0.1, 0.2]), torch.tensor([0, 1, 1]))
+    with pytest.raises(ValueError):
+        roc_auc(torch.tensor([[0.1, 0.2]]), torch.tensor([[0, 1]]))
+    with pytest.raises(ValueError):
+        roc_auc(torch.tensor([0.1, 0.2]), torch.tensor([0.0, 1.0]))
+    with pytest.raises(ValueError):
+        average_precision(torch.tensor([1, 2]), torch.tensor([0, 1]))
+    with pytest.raises(ValueError):
+        mean_reciprocal_rank(torch.tensor([0, 1]))
+    with pytest.raises(ValueError):
+        recall_at_k(torch.tensor([1.0, 2.0]), 5)
+    with pytest.raises(ValueError):
+        ranks_of_diagonal(torch.zeros(2, 3))
+
+
+# --------------------------------------------------------------------------- link prediction split
+
+
+def test_edge_split_is_a_deterministic_partition(synth_fed):
+    task = LinkPrediction()
+    for c in synth_fed.clients:
+        n = c.num_nodes
+        a, b = task.split(c), task.split(c)
+        parts = {s: _keys(torch.cat([p, p.flip(0)], 1), n) for s, p in a.positives.items()}
+        assert all(torch.equal(a.positives[s], b.positives[s]) for s in parts)
+        assert all(torch.equal(a.negatives[s], b.negatives[s]) for s in parts)
+        assert parts["val"] and parts["test"]
+        assert not (parts["train"] & parts["val"]) and not (parts["train"] & parts["test"]) \
+            and not (parts["val"] & parts["test"])
+        assert parts["train"] | parts["val"] | parts["test"] == _keys(c.edge_index, n)
+        for s, neg in a.negatives.items():  # evaluation negatives are never real edges
+            assert neg.shape == a.positives[s].shape and not (_keys(torch.cat([neg, neg.flip(0)], 1), n)
+                                                             & _keys(c.edge_index, n))
+    other = LinkPrediction(LinkPrediction.Config(seed=1)).split(synth_fed.clients[0])
+    assert not torch.equal(other.positives["test"], task.split(synth_fed.clients[0]).positives["test"])
+
+
+class _Spy(nn.Module):
+    """Wraps a model and records every graph it is run on."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.graphs: list[torch.Tensor] = []
+
+    def forward(self, client: ClientData) -> torch.Tensor:
+        self.graphs.append(client.edge_index)
+        return self.model(client)
+
+
+@pytest.mark.parametrize("supervision_frac", [0.0, 0.3])
+def test_no_val_or_test_edge_is_used_for_message_passing(synth_fed, tmp_path, supervision_frac):
+    task = LinkPrediction(LinkPrediction.Config(supervision_frac=supervision_frac))
+    engine = Engine(_cfg(tmp_path, {"name": "link_pred"}, 1), fed=synth_fed)
+    model = engine.algo_cls(engine.algo_cfg, engine._context()).build_model()
+    for c in synth_fed.clients:
+        sp, spy = task.split(c), _Spy(model)
+        held_out = _keys(torch.cat([sp.positives["val"], sp.positives["test"]], 1), c.num_nodes)
+        task.loss(spy, c).backward()
+        task.evaluate(spy, c)
+        assert len(spy.graphs) == 2
+        for g in spy.graphs:
+            assert g.shape[1] > 0 and not (_keys(g, c.num_nodes) & held_out)
+        if supervision_frac > 0:  # training targets are not in the training message graph
+            assert not (_keys(spy.graphs[0], c.num_nodes) & _keys(sp.positives["train"], c.num_nodes))
+
+
+# --------------------------------------------------------------------------- learning through the engine
+
+
+def _random_mrr(engine: Engine, split: str = "test") -> float:
+    """Size-weighted expectation of MRR for a random ranking of each client's gallery."""
+    total = weight = 0.0
+    for c in engine.clients:
+        both = c.available.all(1) & getattr(c, f"{split}_mask")
+        g = int(both.sum())
+        if g >= 2:
+            total += g * sum(1.0 / k for k in range(1, g + 1)) / g
+            weight += g
+    return total / weight
+
+
+@pytest.mark.parametrize("task, rounds, floor", [("link_pred", 25, 0.65), ("retrieval", 20, None),
+                                                 ("matching", 20, 0.7)])
+def test_fedavg_learns_each_task(synth_fed, tmp_path, task, rounds, floor):
+    engine = Engine(_cfg(tmp_path, {"name": task}, rounds), fed=synth_fed)
+    rec = engine.run()
+    assert rec["status"] == "ok", rec["error"]  # includes the ledger audit
+    assert not engine.sim.ledger.violations
+    m = rec["metrics"]
+    if task == "retrieval":
+        ref = _random_mrr(engine)
+        assert m["test/mrr"] > 3 * ref, (m, ref)
+        assert m["test/recall@5"] <= m["test/recall@10"]
+    else:
+        assert m["test/auc"] > floor, m
+    assert len(rec["per_client"][f"test/{engine.task.primary_metric}"]) == 3
+
+
+@pytest.mark.parametrize("task", ["link_pred", "retrieval", "matching"])
+def test_same_seed_same_numbers(synth_fed, tmp_path, task):
+    a = Engine(_cfg(tmp_path, {"name": task, "hard_negatives": True} if task == "link_pred" else {"name": task}, 3),
+               fed=synth_fed).run()
+    b = Engine(_cfg(tmp_path, {"name": task, "hard_negatives": True} if task == "link_pred" else {"name": task}, 3),
+               fed=synth_fed).run()
+    assert a["status"] == "ok" and a["metrics"] == b["metrics"] and a["curves"]["round"] == b["curves"]["round"]
+
+
+def test_fedmpo_loss_and_options(synth_fed, tmp_path):
+    rec = Engine(_cfg(tmp_path, {"name": "link_pred", "loss": "bce_bpr_margin", "num_negatives": 2}, 2),
+                 fed=synth_fed).run()
+    assert rec["status"] == "ok" and 0.0 <= rec["metrics"]["test/auc"] <= 1.0
+    with pytest.raises(ConfigError):
+        _cfg(tmp_path, {"name": "link_pred", "loss": "hinge"}, 1)
+    with pytest.raises(ConfigError):
+        Retrieval(Retrieval.Config(query="audio")).modalities(synth_fed.clients[0])
+    assert Retrieval().modalities(synth_fed.clients[0]) == (synth_fed.modalities.index("image"),
+                                                            synth_fed.modalities.index("text"))
+
+
+def test_task_support_declarations(synth_fed, tmp_path):
+    R.load_plugins()
+    for name in ("local", "fedavg", "fedprox", "fedgraphsage"):
+        assert set(R.ALGORITHMS.get(name).tasks) == {"node_cls", "link_pred", "retrieval", "matching"}
+    assert R.ALGORITHMS.get("fedproto").tasks == ("node_cls",)
+    assert "link_pred" not in R.ALGORITHMS.get("fedgcn").tasks
+    with pytest.raises(BenchmarkError, match="not defined for task"):
+        Engine(_cfg(tmp_path, {"name": "retrieval"}, 1, algorithm="fedproto"), fed=synth_fed)
+
+
+@pytest.mark.skipif(not (MIRROR / "tiktok").is_dir(), reason="shared/data/tiktok is not available")
+def test_tiktok_link_prediction(tmp_path):
+    cfg = _cfg(tmp_path, {"name": "link_pred"}, 6, dataset={"name": "tiktok", "root": str(MIRROR)})
+    rec = Engine(cfg).run()
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["metrics"]["test/auc"] > 0.55, rec["metrics"]
+    assert sum(rec["client_sizes"]) > 1000  # held-out positive edges over the three clients
