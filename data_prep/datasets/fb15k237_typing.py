@@ -457,20 +457,7 @@ def _line_of(text: str, key: str) -> int:
 
 
 def read_numeric_triples(path: Path) -> list[tuple[str, str, float]]:
-    """mmkb ``mid<TAB><attribute uri><TAB>value`` lines with a finite float value."""
-    out: list[tuple[str, str, float]] = []
-    for no, line in _data_lines(read_text(path)):
-        parts = line.split("\t")
-        if len(parts) != 3 or not parts[0].startswith("/") or not parts[1].strip():
-            raise DataError(f"{path}: line {no}: expected 'mid<TAB>attribute<TAB>value', got {line[:80]!r}")
-        try:
-            value = float(parts[2])
-        except ValueError:
-            raise DataError(f"{path}: line {no}: value {parts[2]!r} is not a number") from None
-        if not math.isfinite(value):
-            raise DataError(f"{path}: line {no}: value {parts[2]!r} is not finite")
-        attr = parts[1].strip()
-        if attr.startswith("<") and attr.endswith(">"):
-            attr = attr[1:-1]
-        out.append((parts[0].strip(), attr.rsplit("/", 1)[-1], value))
-    return out
+    """mmkb numeric triples (validated by the KG loader), attributes shortened to their last URI part."""
+    from data_prep.kg.fb15k237 import read_numeric_triples as read_full
+
+    return [(mid, attr.rsplit("/", 1)[-1], value) for mid, attr, value in read_full(path)]
