@@ -148,7 +148,9 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     done = {r["cell_id"] for r in existing if r.get("status") == "ok" or not retry_failed}
     todo = [c for c in cells if c.cell_id not in done]
     jobs = max(1, min(jobs, len(todo) or 1))
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+    # FEDMM_THREADS pins torch threads per cell: on a shared or small machine one thread per
+    # cell is both faster and steadier than oversubscribed parallel ops.
+    threads = int(os.environ.get("FEDMM_THREADS", "0")) or max(1, (os.cpu_count() or 1) // jobs)
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"{suite.name}[{scale}]",
                disable=not progress, unit="cell")
     if jobs == 1:

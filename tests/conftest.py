@@ -10,6 +10,7 @@ import torch
 from benchmark.federation import ClientData, FederatedData
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("FEDMM_THREADS", "1")
 torch.set_num_threads(1)  # tiny graphs: one thread is fastest and avoids contention on 2 cores
 try:  # the same for numpy/scipy/sklearn BLAS pools
     from threadpoolctl import threadpool_limits

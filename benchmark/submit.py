@@ -1,0 +1,425 @@
+"""Method submission: load one file, check it, smoke-run it, run suites, rebuild the leaderboard.
+
+``python run_benchmark.py submit path/to/method.py [--suite NAME]...`` goes through four gates
+and stops at the first that fails, with one line saying why (exit code 2):
+
+1. the file imports and registers exactly one algorithm (found by diffing the ALGORITHMS
+   registry before and after the import, so helper classes in the file do not count);
+2. the class satisfies the Algorithm contract: a concrete subclass of ``Algorithm`` with a
+   docstring, the hooks' signatures, a ``tasks`` tuple of registered tasks, declared
+   ``upload_keys`` (the ledger audits uploads against them) and a ``Config`` dataclass that
+   builds from its defaults;
+3. a smoke cell (a tiny CI cell of the method's track, highest missing rate, two rounds) finishes:
+   a hook that raises, a non-finite loss, or an upload the ledger audit flags (raw feature
+   rows, labels, edges, undeclared names) rejects the method;
+4. each requested suite runs with the suite's grid but this algorithm in place of the suite's
+   algorithms; every cell runs (a resubmission replaces older results of the same cell) and
+   its record, which carries the submission file's sha256, is appended to the store.
+
+Then the leaderboard is rebuilt. A rejected method is removed from the registry again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import hashlib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from benchmark import registry as R
+from benchmark.errors import BenchmarkError
+
+SMOKE_SUITE = "ci"
+SMOKE_ROUNDS = 2
+MODULE_PREFIX = "fedmm_submission_"
+# Hook -> positional parameters after self; a mismatch would only surface mid-run otherwise.
+HOOKS: dict[str, tuple[str, ...]] = {
+    "init_server": (),
+    "client_update": ("client", "state", "received", "rnd"),
+    "aggregate": ("uploads", "rnd"),
+    "evaluate": ("client", "state", "received"),
+    "setup_upload": ("client", "state"),
+    "setup_aggregate": ("uploads",),
+    "setup_receive": ("client", "state", "payload"),
+}
+
+
+class SubmissionRejected(BenchmarkError):
+    """A submitted method failed a gate; the message is the one line the user sees."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A loaded submission: where it came from and what it registered."""
+
+    path: Path
+    module_name: str
+    name: str
+    cls: type
+    sha256: str
+
+    @property
+    def info(self) -> dict[str, str]:
+        """What goes into each record, so the leaderboard names the exact file version."""
+        return {"file": self.path.name, "sha256": self.sha256, "algorithm": self.name}
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _module_name(path: Path) -> str:
+    stem = re.sub(r"\W", "_", path.stem)
+    return MODULE_PREFIX + stem
+
+
+def _already_imported(path: Path) -> ModuleType | None:
+    """The module object if this file was imported already (e.g. a plugin in methods/)."""
+    for mod in list(sys.modules.values()):
+        file = getattr(mod, "__file__", None)
+        if file and Path(file).resolve() == path and not mod.__name__.startswith(MODULE_PREFIX):
+            return mod
+    return None
+
+
+def _forget(module_name: str) -> None:
+    """Drop a previous load of a same-named submission (registry entries and module)."""
+    for name in R.ALGORITHMS.names():
+        if getattr(R.ALGORITHMS.get(name), "__module__", None) == module_name:
+            R.ALGORITHMS.unregister(name)
+    sys.modules.pop(module_name, None)
+
+
+def _where(exc: BaseException, path: Path) -> str:
+    """' in <function> (<file>:<line>)' of the deepest frame inside the submission, else the last."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if Path(f.filename).resolve() == path]
+    frame = own[-1] if own else (frames[-1] if frames else None)
+    if frame is None:
+        return ""
+    return f" in {frame.name} ({Path(frame.filename).name}:{frame.lineno})"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def load_submission(path: str | Path) -> Submission:
+    """Import the file and return the one algorithm it registers (SubmissionRejected otherwise)."""
+    R.load_plugins()  # the baselines register first, so the diff below sees only the submission
+    p = Path(path).resolve()
+    if not p.is_file():
+        raise SubmissionRejected(f"{path}: no such file")
+    if p.suffix != ".py":
+        raise SubmissionRejected(f"{path}: not a Python (.py) file")
+    digest = hashlib.sha256(p.read_bytes()).hexdigest()
+    existing = _already_imported(p)
+    if existing is not None:
+        new = [n for n in R.ALGORITHMS.names() if getattr(R.ALGORITHMS.get(n), "__module__", None) == existing.__name__]
+        module_name = existing.__name__
+    else:
+        module_name = _module_name(p)
+        _forget(module_name)
+        before = set(R.ALGORITHMS.names())
+        spec = importlib.util.spec_from_file_location(module_name, p)
+        if spec is None or spec.loader is None:
+            raise SubmissionRejected(f"{p.name}: cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module  # dataclasses look their module up while the file runs
+        try:
+            spec.loader.exec_module(module)
+        except BenchmarkError as e:
+            _forget(module_name)
+            raise SubmissionRejected(f"{p.name}: import failed: {_one_line(str(e))}") from None
+        except Exception as e:  # noqa: BLE001 - any error in user code becomes one readable line
+            _forget(module_name)
+            raise SubmissionRejected(f"{p.name}: import failed: {type(e).__name__}: {_one_line(str(e))}"
+                                     f"{_where(e, p)}") from None
+        new = sorted(set(R.ALGORITHMS.names()) - before)
+    if not new:
+        _forget(module_name)
+        raise SubmissionRejected(f"{p.name}: registers no algorithm; decorate one Algorithm subclass with "
+                                 f"@ALGORITHMS.register(\"your_name\") (see methods/template.py)")
+    if len(new) > 1:
+        _forget(module_name)
+        raise SubmissionRejected(f"{p.name}: registers {len(new)} algorithms ({', '.join(new)}); "
+                                 f"a submission must register exactly one")
+    return Submission(path=p, module_name=module_name, name=new[0], cls=R.ALGORITHMS.get(new[0]), sha256=digest)
+
+
+def withdraw(sub: Submission) -> None:
+    """Remove a submission from the registry (after a rejection, or when a test is done)."""
+    if sub.module_name.startswith(MODULE_PREFIX):
+        _forget(sub.module_name)
+    else:
+        R.ALGORITHMS.unregister(sub.name)
+
+
+# --------------------------------------------------------------------------- contract
+
+
+def check_contract(sub: Submission) -> None:
+    """Static checks of the Algorithm contract (benchmark/algorithm.py) on the registered class."""
+    from benchmark.algorithm import Algorithm
+
+    cls, name = sub.cls, f"{sub.path.name}: algorithm '{sub.name}'"
+    if not (inspect.isclass(cls) and issubclass(cls, Algorithm)):
+        raise SubmissionRejected(f"{name} is not a subclass of benchmark.algorithm.Algorithm")
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ())))
+        raise SubmissionRejected(f"{name} does not implement: {missing}")
+    if not (cls.__doc__ or "").strip():
+        raise SubmissionRejected(f"{name} has no docstring (its first line is what `list` and the leaderboard show)")
+    for hook, params in HOOKS.items():
+        fn = getattr(cls, hook)
+        try:
+            inspect.signature(fn).bind(None, *params)
+        except TypeError:
+            raise SubmissionRejected(f"{name}: {hook} must accept ({', '.join(('self',) + params)})") from None
+    for flag in ("personalized", "centralized", "has_setup"):
+        if not isinstance(getattr(cls, flag), bool):
+            raise SubmissionRejected(f"{name}: {flag} must be True or False")
+    tasks = cls.tasks
+    if not isinstance(tasks, tuple) or not tasks or not all(isinstance(t, str) for t in tasks):
+        raise SubmissionRejected(f"{name}: tasks must be a non-empty tuple of task names")
+    unknown = [t for t in tasks if t not in R.TASKS]
+    if unknown:
+        raise SubmissionRejected(f"{name}: unknown task(s) {', '.join(unknown)}; registered: "
+                                 f"{', '.join(R.TASKS.names())}")
+    keys = cls.upload_keys
+    if keys is None:
+        raise SubmissionRejected(f"{name}: declare upload_keys, a tuple of regexes naming every upload "
+                                 f"(the ledger audit rejects undeclared names); () if nothing is sent")
+    if not isinstance(keys, tuple) or not all(isinstance(k, str) for k in keys):
+        raise SubmissionRejected(f"{name}: upload_keys must be a tuple of regex strings")
+    for k in keys:
+        try:
+            re.compile(k)
+        except re.error as e:
+            raise SubmissionRejected(f"{name}: upload_keys entry {k!r} is not a valid regex ({e})") from None
+    cfg_cls = cls.Config
+    if cfg_cls is not None:
+        if not dataclasses.is_dataclass(cfg_cls):
+            raise SubmissionRejected(f"{name}: Config must be a dataclass (or None)")
+        try:
+            cfg_cls()
+        except Exception as e:  # noqa: BLE001 - user code
+            raise SubmissionRejected(f"{name}: Config() fails with its defaults: {type(e).__name__}: "
+                                     f"{_one_line(str(e))}") from None
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _strip_algorithm_options(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    """A suite's config with this algorithm and none of the suite algorithms' own options."""
+    from benchmark.config import expand_dotted
+
+    out = expand_dotted(copy.deepcopy(cfg))
+    out["algorithm"] = {"name": name}
+    return out
+
+
+def smoke_config(sub: Submission) -> Any:
+    """A two-round CI cell on a task the method supports, with missing modalities present.
+
+    The CI suites (``ci`` first, then the other tracks' suites it lists) already define tiny,
+    fast cells for every track, so a method of any track gets a smoke cell of its own track.
+    """
+    from benchmark.config import build_run_config
+    from benchmark.regress import regress_plan, spec_for
+    from benchmark.sweep import load_suite
+
+    plan = regress_plan()
+    cells: list[Any] = []
+    for name in sorted(plan, key=lambda n: n != SMOKE_SUITE):
+        suite = load_suite(name)
+        cells = [c for c in suite.cells(spec_for(suite, plan).scale)
+                 if (c.config.get("task") or {}).get("name", "node_cls") in sub.cls.tasks]
+        if cells:
+            break
+    if not cells:
+        raise SubmissionRejected(f"{sub.path.name}: no CI suite runs any of its tasks ({', '.join(sub.cls.tasks)}), "
+                                 f"so there is no smoke cell; CI suites: {', '.join(plan)}")
+    cell = max(cells, key=lambda c: float((c.config.get("missing") or {}).get("rate", 0.0) or 0.0))
+    cfg = _strip_algorithm_options(cell.config, sub.name)
+    cfg["train"] = {**(cfg.get("train") or {}), "rounds": SMOKE_ROUNDS, "checkpoint_every": 0}
+    cfg["seed"] = 0
+    try:
+        return build_run_config(cfg)
+    except BenchmarkError as e:
+        raise SubmissionRejected(f"{sub.path.name}: smoke config invalid: {_one_line(str(e))}") from None
+
+
+def smoke_test(sub: Submission) -> dict[str, Any]:
+    """Run the smoke cell in this process; any failure is a SubmissionRejected with its reason."""
+    from benchmark.engine import Engine
+
+    cfg = smoke_config(sub)
+    try:
+        record = Engine(cfg).run(resume=False)
+    except BenchmarkError as e:
+        raise SubmissionRejected(f"{sub.path.name}: smoke cell failed: {_one_line(str(e))}") from None
+    except Exception as e:  # noqa: BLE001 - a hook that raises is the method's fault; say where
+        raise SubmissionRejected(f"{sub.path.name}: smoke cell failed: {type(e).__name__}: {_one_line(str(e))}"
+                                 f"{_where(e, sub.path)}") from None
+    if record.get("status") != "ok":
+        err = record.get("error") or {}
+        reason = _one_line(str(err.get("reason", "unknown error")))
+        if reason.startswith("ledger audit: "):
+            raise SubmissionRejected(f"{sub.path.name}: rejected by the ledger audit: {reason[len('ledger audit: '):]}")
+        raise SubmissionRejected(f"{sub.path.name}: smoke cell failed at round {err.get('round')}: {reason}")
+    return record
+
+
+def _ensure_registered(path: str, name: str) -> None:
+    """In a worker process: plugins, then the submission file, unless already registered."""
+    R.load_plugins()
+    if name not in R.ALGORITHMS:
+        load_submission(path)
+
+
+def run_submitted_cell(path: str, name: str, info: dict[str, str], cell: Any, results_path: str,
+                       threads: int = 1) -> dict[str, Any]:
+    """Run one suite cell of the submission and append its record (ok or failed).
+
+    Mirrors ``sweep.run_cell`` but loads the submission first (worker processes do not have
+    it) and stamps the record with the file's hash, the code version git cannot see.
+    """
+    import torch
+
+    from benchmark.config import build_run_config
+    from benchmark.engine import Engine
+    from benchmark.results import ResultStore, now_iso
+
+    torch.set_num_threads(max(1, threads))
+    _ensure_registered(path, name)
+    try:
+        record = Engine(build_run_config(cell.config)).run(resume=False)
+    except Exception as e:  # noqa: BLE001 - a failing cell is recorded, the suite goes on
+        tb = traceback.extract_tb(e.__traceback__)
+        where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
+        record = {"status": "failed", "error": {"round": -1, "reason": f"{type(e).__name__}: {e}{where}"},
+                  "metrics": {}, "timestamp": now_iso()}
+    record.update({"suite": cell.suite, "scale": cell.scale, "cell_id": cell.cell_id, "params": cell.params,
+                   "seed": cell.seed, "submission": dict(info)})
+    ResultStore(results_path).append(record)
+    return record
+
+
+def submission_cells(sub: Submission, suite: Any, scale: str | None) -> list[Any]:
+    """The suite's cells with this algorithm in place of the suite's algorithms."""
+    from benchmark.sweep import Suite
+
+    grid = {k: v for k, v in suite.grid.items() if not k.startswith("algorithm.")}
+    grid = {"algorithm.name": [sub.name], **grid}
+    spec = copy.deepcopy(suite.spec)
+    spec["base"] = _strip_algorithm_options(spec.get("base") or {}, sub.name)
+    scales = spec.get("scales") or {}
+    for sc, over in list(scales.items()):
+        scales[sc] = {k: v for k, v in (over or {}).items() if not str(k).startswith("algorithm")}
+    mine = Suite(name=suite.name, path=suite.path, spec=spec, grid=grid, seeds=list(suite.seeds))
+    try:
+        return mine.cells(scale)
+    except BenchmarkError as e:
+        raise SubmissionRejected(f"{sub.path.name}: suite '{suite.name}' cannot run it: {_one_line(str(e))}") from None
+
+
+def run_submission_suite(sub: Submission, suite_name: str, scale: str | None, jobs: int,
+                         results_dir: str | Path, progress: bool = True) -> tuple[list[dict[str, Any]], str, str]:
+    """Run every cell of one suite for the submission; returns (records, suite name, scale)."""
+    from joblib import Parallel, delayed
+    from tqdm.auto import tqdm
+
+    from benchmark.sweep import load_suite
+
+    suite = load_suite(suite_name)
+    scale = scale or suite.default_scale
+    cells = submission_cells(sub, suite, scale)
+    task = {(c.config.get("task") or {}).get("name", "node_cls") for c in cells}
+    unsupported = sorted(task - set(sub.cls.tasks))
+    if unsupported:
+        raise SubmissionRejected(f"suite '{suite.name}' uses task(s) {', '.join(unsupported)}, which "
+                                 f"'{sub.name}' does not support (tasks = {sub.cls.tasks})")
+    out = str(suite.results_path(results_dir, scale))
+    jobs = max(1, min(jobs, len(cells)))
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    args = (str(sub.path), sub.name, sub.info)
+    bar = tqdm(total=len(cells), desc=f"{sub.name} on {suite.name}[{scale}]", disable=not progress, unit="cell")
+    records = []
+    if jobs == 1:
+        for c in cells:
+            records.append(run_submitted_cell(*args, c, out, threads))
+            bar.update(1)
+    else:
+        for rec in Parallel(n_jobs=jobs, return_as="generator_unordered")(
+                delayed(run_submitted_cell)(*args, c, out, threads) for c in cells):
+            records.append(rec)
+            bar.update(1)
+    bar.close()
+    return records, suite.name, scale
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def submit(path: str | Path, suites: list[str] | None = None, scale: str | None = None, jobs: int = 1,
+           results_dir: str | Path = "results", out_dir: str | Path = "tables", leaderboard: bool = True,
+           progress: bool = True) -> tuple[Submission, list[dict[str, Any]]]:
+    """All gates, then the suites, then the leaderboard; returns the submission and its records."""
+    sub = load_submission(path)
+    try:
+        check_contract(sub)
+        smoke = smoke_test(sub)
+    except BenchmarkError:
+        withdraw(sub)
+        raise
+    m = smoke.get("metrics") or {}
+    shown = ", ".join(f"{k} {v:.3f}" for k, v in m.items() if k.startswith("test/") and isinstance(v, float))
+    print(f"accepted: algorithm '{sub.name}' from {sub.path.name} (sha256 {sub.sha256[:12]}); "
+          f"smoke cell ok ({smoke.get('rounds_run')} rounds{', ' + shown if shown else ''})")
+    records: list[dict[str, Any]] = []
+    for name in suites or []:
+        recs, suite_name, sc = run_submission_suite(sub, name, scale, jobs, results_dir, progress)
+        failed = [r for r in recs if r.get("status") != "ok"]
+        print(f"{suite_name}[{sc}]: {len(recs)} cells run, {len(failed)} failed")
+        for r in failed[:10]:
+            print(f"  failed {r.get('params')} seed {r.get('seed')}: {(r.get('error') or {}).get('reason')}")
+        records += recs
+    if not suites:
+        print("no --suite given: nothing recorded (add e.g. --suite demo --scale tiny)")
+    if leaderboard and suites:
+        from benchmark.report.leaderboard import build_leaderboard
+
+        res = build_leaderboard(results_dir, out_dir)
+        print(f"leaderboard: {res.html}")
+    return sub, records
+
+
+def cmd_submit(a: argparse.Namespace) -> int:
+    """`submit`: exit 0 when accepted and every suite cell succeeded, 1 when a cell failed."""
+    _, records = submit(a.file, a.suites, a.scale, a.jobs, a.results, a.out, leaderboard=a.leaderboard)
+    return 0 if all(r.get("status") == "ok" for r in records) else 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the `submit` verb with the CLI."""
+    p = sub.add_parser("submit", help="check a method file, smoke-run it, run suites with it, rebuild the leaderboard")
+    p.add_argument("file", help="a Python file registering exactly one algorithm (see methods/template.py)")
+    p.add_argument("--suite", dest="suites", action="append", default=[], metavar="NAME",
+                   help="run this suite with the method in place of the suite's algorithms (repeatable)")
+    p.add_argument("--scale", choices=("tiny", "small", "paper"), help="scale of the suites (default: each suite's)")
+    p.add_argument("--jobs", type=int, default=1, help="cells in parallel (joblib processes)")
+    p.add_argument("--results", default="results", help="results directory")
+    p.add_argument("--out", default="tables", help="leaderboard output directory")
+    p.add_argument("--no-leaderboard", dest="leaderboard", action="store_false", help="do not rebuild the leaderboard")
+    p.set_defaults(handler=cmd_submit)
