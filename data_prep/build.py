@@ -289,6 +289,12 @@ def build_federation(cfg: RunConfig) -> FederatedData:
 
     root = Path(cfg.dataset.root) if cfg.dataset.root else None
     dataset: GraphDataset = ds_cls(ds_cfg).load(root)
+    from data_prep.kg.dataset import KGDataset
+
+    if isinstance(dataset, KGDataset):  # the KG track has its own clients (data_prep/kg/build.py)
+        from data_prep.kg.build import build_kg_federation
+
+        return build_kg_federation(cfg, dataset)
     n, mods = dataset.num_nodes, dataset.modalities
     if cfg.partition.num_clients > n:
         raise ConfigError(

@@ -1,0 +1,275 @@
+"""Shared machinery of the KG-track algorithms (FedE, MMFedE, S-Ind, MMInd).
+
+Why one base class: the four differ only in (a) whether entity vectors fuse modality
+features with the structural table, (b) whether anything is exchanged, and (c) whether
+Adam is reset each round. Everything else (model construction with per-client seeds,
+the local loop over mini-batches of tail queries, the server's per-entity mean over
+holders and the |T^c|-weighted mean of shared projections) is written once here, so that
+differences in their numbers come from those three choices only.
+
+Payload conventions: a client names its entities to the server by global id once, in the
+setup exchange (``entity_ids``), then uploads ``entity`` (its structural rows, aligned
+with those ids), ``num_train`` (|T^c|, the aggregation weight) and, for multimodal
+methods, the projections ``proj.<modality>.weight|bias`` and ``fusion.logits``. The
+decoder (relation table) is never uploaded: it is not even a key a payload can carry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from benchmark.algorithm import Algorithm, Broadcast, NonFiniteLoss
+from benchmark.comm import Payload
+from benchmark.errors import ConfigError
+from benchmark.kge import DECODERS, build_decoder
+from data_prep.kg.federation import KGClientData
+
+FUSIONS = ("weighted", "average")
+
+
+def _mix(*parts: int) -> int:
+    """A deterministic 62-bit seed from integers (seed, client id, round...)."""
+    h = 1469598103934665603
+    for p in parts:
+        h = ((h ^ (int(p) & 0xFFFFFFFFFFFF)) * 1099511628211) % (1 << 62)
+    return h
+
+
+def _standardize(x: Tensor) -> Tensor:
+    """Scale each feature row to unit RMS: encoders differ wildly in scale (unit-norm
+    MiniLM rows have entries ~0.05, z-scored numeric codes ~1), and a per-row rule needs
+    no statistics from other entities or clients."""
+    return x / x.pow(2).mean(dim=1, keepdim=True).sqrt().clamp_min(1e-6)
+
+
+class KGEClient(nn.Module):
+    """One client's KGE model: structural entity table + decoder (local relations) and,
+    when ``feature_dims`` is given, per-modality projections and a fusion.
+
+    Fused entity vector (fusion ``weighted``): ``a_0 S + sum_m a_m W_m x_m`` with
+    ``a = softmax(fusion.logits)`` (learnable, normalized weights); ``average`` fixes
+    ``a`` to 1/(M+1).
+    """
+
+    def __init__(self, num_entities: int, num_relations: int, task_cfg: Any, seed: int,
+                 feature_dims: dict[str, int] | None = None, fusion: str = "weighted") -> None:
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.decoder = build_decoder(task_cfg.decoder, max(num_relations, 1), task_cfg.dim, task_cfg.gamma)
+        gen = torch.Generator().manual_seed(seed)
+        self.entity = nn.Parameter(self.decoder.init_entities(num_entities, gen))
+        self.fusion = fusion
+        self.proj = nn.ModuleDict()
+        if feature_dims:
+            d = self.decoder.entity_dim
+            for m, dm in feature_dims.items():
+                lin = nn.Linear(dm, d)
+                self.proj[m] = lin
+            init_projections(self.proj, self.decoder.embedding_range, gen)
+            self.fusion_logits = nn.Parameter(torch.zeros(len(feature_dims) + 1), requires_grad=fusion == "weighted")
+
+    @property
+    def multimodal(self) -> bool:
+        return len(self.proj) > 0
+
+    def fusion_weights(self) -> Tensor:
+        return torch.softmax(self.fusion_logits, dim=0)
+
+    def entity_vectors(self, client: KGClientData) -> Tensor:
+        """``[n_ent, d]``: the structural table, or its fusion with projected features."""
+        if not self.multimodal:
+            return self.entity
+        a = self.fusion_weights()
+        out = a[0] * self.entity
+        for j, (m, lin) in enumerate(self.proj.items()):
+            out = out + a[j + 1] * lin(_standardize(client.features[m]))
+        return out
+
+    # ---------------------------------------------------------------- payloads
+    def shared_payload(self) -> Payload:
+        """What a federated client uploads (never the decoder)."""
+        out: Payload = {"entity": self.entity.detach().clone()}
+        for m, lin in self.proj.items():
+            out[f"proj.{m}.weight"] = lin.weight.detach().clone()
+            out[f"proj.{m}.bias"] = lin.bias.detach().clone()
+        if self.multimodal:
+            out["fusion.logits"] = self.fusion_logits.detach().clone()
+        return out
+
+    @torch.no_grad()
+    def load_shared(self, payload: Payload) -> None:
+        """Copy received global parameters in place (optimizer references stay valid)."""
+        if "entity" in payload:
+            self.entity.copy_(payload["entity"])
+        for m, lin in self.proj.items():
+            if f"proj.{m}.weight" in payload:
+                lin.weight.copy_(payload[f"proj.{m}.weight"])
+                lin.bias.copy_(payload[f"proj.{m}.bias"])
+        if self.multimodal and "fusion.logits" in payload:
+            self.fusion_logits.copy_(payload["fusion.logits"])
+
+
+def init_projections(proj: nn.ModuleDict, embedding_range: float, gen: torch.Generator) -> None:
+    """Uniform weights in ``+-range / sqrt(d_in)``, zero bias: a projected (unit-RMS) feature
+    then starts on the scale of the structural rows (uniform in ``+-range``), so neither
+    part swamps the other at the start of training."""
+    with torch.no_grad():
+        for lin in proj.values():
+            a = embedding_range / lin.weight.shape[1] ** 0.5
+            lin.weight.copy_(torch.empty_like(lin.weight).uniform_(-a, a, generator=gen))
+            lin.bias.zero_()
+
+
+class KGAlgorithm(Algorithm):
+    """Base of the KG-track algorithms; subclasses set the three class flags below."""
+
+    tasks: ClassVar[tuple[str, ...]] = ("kg_completion",)
+    multimodal: ClassVar[bool] = False      # fuse modality features into entity vectors
+    federated: ClassVar[bool] = False       # exchange entity rows (and projections)
+    reset_adam: ClassVar[bool] = False      # a fresh Adam every round (FedE)
+    # subclasses that set ``federated`` also set ``has_setup = True`` (the engine reads the
+    # class attribute): the setup exchange is where a client names its entities
+
+    @dataclass
+    class Config:
+        fusion: str = field(default="weighted", metadata={"help": "fusion of S, V, D: weighted (learnable) or average"})
+
+        def __post_init__(self) -> None:
+            if self.fusion not in FUSIONS:
+                raise ConfigError(f"algorithm.fusion must be one of {', '.join(FUSIONS)}, got '{self.fusion}'")
+
+    def __init__(self, cfg: Any, ctx: Any) -> None:
+        super().__init__(cfg, ctx)
+        self.task_cfg = ctx.task.cfg
+        self.fusion = getattr(cfg, "fusion", "weighted") if cfg is not None else "weighted"
+        self.client_ids_seen: dict[int, Tensor] = {}
+        self.table: Tensor | None = None
+        self.shared: Payload = {}
+
+    # ---------------------------------------------------------------- client side
+    def new_model(self, client: KGClientData) -> KGEClient:
+        dims = self.ctx.feature_dims if self.multimodal else None
+        model = KGEClient(client.num_entities, client.num_relations, self.task_cfg,
+                          _mix(self.ctx.seed, client.cid, 17), dims, self.fusion)
+        return model.to(self.ctx.device)
+
+    def client_model(self, client: KGClientData, state: dict) -> KGEClient:
+        if "model" not in state:
+            state["model"] = self.new_model(client)
+        return state["model"]
+
+    def optimizer(self, model: KGEClient, state: dict) -> torch.optim.Optimizer:
+        train = self.ctx.run.train
+        if self.reset_adam or "opt" not in state:
+            params = [p for p in model.parameters() if p.requires_grad]
+            state["opt"] = torch.optim.Adam(params, lr=train.lr)
+        return state["opt"]
+
+    def local_train(self, client: KGClientData, model: KGEClient, opt: torch.optim.Optimizer, rnd: int) -> float:
+        """``train.local_epochs`` shuffled passes over the client's tail queries."""
+        task, train = self.ctx.task, self.ctx.run.train
+        queries = task.train_queries(client)
+        gen = torch.Generator().manual_seed(_mix(self.ctx.seed, client.cid, rnd, 101))
+        bs = self.task_cfg.batch_size
+        model.train()
+        last = float("nan")
+        for _ in range(train.local_epochs):
+            perm = torch.randperm(len(queries), generator=gen).to(queries.device)
+            for s in range(0, len(queries), bs):
+                batch = queries[perm[s:s + bs]]
+                opt.zero_grad(set_to_none=True)
+                loss = task.batch_loss(model, client, batch, gen)
+                if not torch.isfinite(loss):
+                    raise NonFiniteLoss(f"non-finite KGE loss ({float(loss.detach())}) on client {client.cid}")
+                loss.backward()
+                if train.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
+                opt.step()
+                last = float(loss.detach())
+        return last
+
+    # ---------------------------------------------------------------- hooks
+    def init_server(self) -> Broadcast:
+        """Federated: the global structural table over all entities (and shared
+        projections), created once; clients get their rows in the setup exchange."""
+        if not self.federated:
+            return {}
+        dec_cls = DECODERS.get(self.task_cfg.decoder)
+        width = dec_cls.entity_width(self.task_cfg.dim)
+        rng = (self.task_cfg.gamma + dec_cls.epsilon) / self.task_cfg.dim
+        gen = torch.Generator().manual_seed(_mix(self.ctx.seed, 3))
+        self.table = torch.empty(self.ctx.num_global_nodes, width).uniform_(-rng, rng, generator=gen)
+        if self.multimodal:
+            proj = nn.ModuleDict({m: nn.Linear(d, width) for m, d in self.ctx.feature_dims.items()})
+            init_projections(proj, rng, gen)
+            for m, lin in proj.items():
+                self.shared[f"proj.{m}.weight"] = lin.weight.detach().clone()
+                self.shared[f"proj.{m}.bias"] = lin.bias.detach().clone()
+            self.shared["fusion.logits"] = torch.zeros(len(self.ctx.feature_dims) + 1)
+        self.table = self.table.to(self.ctx.device)
+        self.shared = {k: v.to(self.ctx.device) for k, v in self.shared.items()}
+        return {}
+
+    def setup_upload(self, client: KGClientData, state: dict) -> Payload:
+        """The existence vector, as the global ids of the client's entities."""
+        return {"entity_ids": client.global_ids.clone()}
+
+    def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:
+        for cid, up in uploads.items():
+            self.client_ids_seen[cid] = up["entity_ids"].long()
+        return self._replies()
+
+    def setup_receive(self, client: KGClientData, state: dict, payload: Payload) -> None:
+        self.client_model(client, state).load_shared(payload)
+
+    def _replies(self) -> dict[int, Payload]:
+        assert self.table is not None
+        return {cid: {"entity": self.table[ids].clone(), **{k: v.clone() for k, v in self.shared.items()}}
+                for cid, ids in self.client_ids_seen.items()}
+
+    def client_update(self, client: KGClientData, state: dict, received: Payload, rnd: int) -> Payload:
+        model = self.client_model(client, state)
+        if received:
+            model.load_shared(received)
+        opt = self.optimizer(model, state)
+        self.local_train(client, model, opt, rnd)
+        if not self.federated:
+            return {}
+        return {**model.shared_payload(), "num_train": torch.tensor([float(client.num_train)], device=model.entity.device)}
+
+    def aggregate(self, uploads: dict[int, Payload], rnd: int) -> Broadcast:
+        """Entity rows: mean over the clients that uploaded them (rows no participant holds
+        keep their value). Projections and fusion: sum_c alpha_c W^c, alpha_c = |T^c| / sum |T|."""
+        if not self.federated or not uploads:
+            return {}
+        assert self.table is not None
+        total = torch.zeros_like(self.table)
+        count = torch.zeros(self.table.shape[0], device=self.table.device)
+        for cid, up in uploads.items():
+            ids = self.client_ids_seen[cid]
+            total.index_add_(0, ids, up["entity"])
+            count.index_add_(0, ids, torch.ones(len(ids), device=count.device))
+        held = count > 0
+        self.table[held] = total[held] / count[held].unsqueeze(1)
+        if self.shared:
+            sizes = {cid: float(up["num_train"].sum()) for cid, up in uploads.items()}
+            if sum(sizes.values()) <= 0:
+                sizes = {cid: 1.0 for cid in sizes}
+            denom = sum(sizes.values())
+            for k in self.shared:
+                self.shared[k] = sum(up[k] * (sizes[cid] / denom) for cid, up in uploads.items())
+        return self._replies()
+
+    def evaluate(self, client: KGClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
+        """Personalized: the client's own model. Federated: the global parameters received
+        (entity rows, projections, fusion) with the client's local relations."""
+        model = self.client_model(client, state)
+        if self.federated and received:
+            model.load_shared(received)
+        return self.ctx.task.evaluate(model, client)
+

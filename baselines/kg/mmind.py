@@ -1,0 +1,20 @@
+"""MMInd: the multimodal isolated bound of FedMKGC (each client alone with its own items).
+
+Same model as MMFedE (structural table fused with projected text/image features through
+the configured fusion) but nothing is exchanged: it measures what a client's own
+multimodal items give without federation.
+"""
+
+from __future__ import annotations
+
+from baselines.kg.common import KGAlgorithm
+from benchmark.registry import ALGORITHMS
+
+
+@ALGORITHMS.register("mmind")
+class MMInd(KGAlgorithm):
+    """MMInd: multimodal KGE per client (fused entity vectors), no communication (personalized)."""
+
+    personalized = True
+    multimodal = True
+    upload_keys = ()

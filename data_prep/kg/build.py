@@ -1,0 +1,166 @@
+"""Build the federated artifact of a KG run: KG -> relation-id partition -> dealt items ->
+availability -> ``KGClientData`` clients (the FedMKGC protocol, PROTOCOLS.md Track 1).
+
+Same design as the graph builder (``data_prep/build.py``): the seed-dependent decisions
+(which triples and entities each client holds, which items it was dealt, which
+(entity, modality) features are available) are saved once as a small artifact keyed by a
+content hash, so every algorithm of a suite cell sees the same federation. Features are
+not stored: they are recomputed from the dataset's items at build time, and an
+unavailable feature always holds the fill value, never the true one.
+
+Seeds: the relation shuffle and the 8:1:1 split use ``partition.seed`` (a fixed dataset
+such as the paper's FB15K-237-Fed3, whatever the run seed); item dealing, availability and
+the random fill use the run seed.
+
+Options: the partition section names ``relation_id``; the missing section names
+``kg_items`` (Dirichlet ``alpha`` of the item dealing, ``partitioned``, availability
+``rate``); ``missing.fill`` is ``random`` (the paper) or ``zeros``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmark import registry as R
+from benchmark.config import RunConfig
+from benchmark.errors import ConfigError
+from benchmark.federation import FederatedData
+from benchmark.registry import MASKERS
+from data_prep.kg.dataset import KGDataset
+from data_prep.kg.federation import KGClientData, make_kg_client
+from data_prep.partition import seeded_rng
+from data_prep.partition.dirichlet_items import build_client_modalities, client_item_features, fill_unavailable
+from data_prep.partition.relation_id import KGClient, KGPartition, partition_stats
+
+KG_ARTIFACT_VERSION = 1
+KG_FILLS = ("random", "zeros")
+
+
+@MASKERS.register("kg_items")
+class KGItemMissing:
+    """FedMKGC items: Dirichlet(alpha) dealing of each entity's items to its holders, then Bernoulli(rate) availability per (client, entity, modality)."""
+
+    @dataclass
+    class Config:
+        alpha: float = field(default=0.1, metadata={"help": "Dirichlet concentration of the per-entity item dealing"})
+        partitioned: bool = field(default=True, metadata={"help": "deal items (true) or give every holder all of them"})
+        rate: float = field(default=0.5, metadata={"help": "availability probability r per (client, entity, modality)"})
+
+        def __post_init__(self) -> None:
+            if self.alpha <= 0:
+                raise ConfigError(f"missing.alpha must be > 0, got {self.alpha}")
+            if not 0.0 <= self.rate <= 1.0:
+                raise ConfigError(f"missing.rate must be in [0, 1], got {self.rate}")
+
+    def __init__(self, cfg: "KGItemMissing.Config | None" = None, seed: int = 0) -> None:
+        self.cfg = cfg if cfg is not None else self.Config()
+        self.seed = seed
+        self.info: dict = {}
+
+    def apply(self, dataset: Any, partition: Any) -> torch.Tensor:
+        """Graph datasets have no items to deal: using this masker there is a config error."""
+        raise ConfigError("missing 'kg_items' applies to knowledge-graph datasets only "
+                          "(synthetic_kg, fb15k237, fb15k237_small); use node_level for graphs")
+
+
+def _kg_keys(dataset: KGDataset, cfg: RunConfig, part_params: dict[str, Any], mask_params: dict[str, Any]) -> tuple[str, str]:
+    """(artifact hash, recipe hash without the seed)."""
+    from data_prep.build import artifact_keys
+
+    class _Fp:  # artifact_keys only asks the dataset for its fingerprint
+        def fingerprint(self) -> str:
+            return "kg:" + dataset.fingerprint()
+
+    return artifact_keys(_Fp(), cfg, part_params, {**mask_params, "fill": cfg.missing.fill,
+                                                    "kg_version": KG_ARTIFACT_VERSION})
+
+
+def _load_kg_artifact(path: Path, num_clients: int, num_modalities: int) -> dict[str, Any] | None:
+    """A cached KG artifact, or None when absent, unreadable or inconsistent."""
+    if not path.is_file():
+        return None
+    try:
+        art = torch.load(path, weights_only=True)
+        ok = (art.get("version") == KG_ARTIFACT_VERSION and art.get("kind") == "kg"
+              and len(art["clients"]) == num_clients
+              and all(tuple(c["available"].shape) == (c["entities"].numel(), num_modalities) for c in art["clients"]))
+    except Exception:  # a truncated or foreign file is rebuilt, not trusted
+        return None
+    return art if ok else None
+
+
+def _compute_artifact(dataset: KGDataset, cfg: RunConfig, part_cls: type, part_cfg: Any, mask_cfg: Any,
+                      key: str, recipe: str) -> dict[str, Any]:
+    partition: KGPartition = part_cls(part_cfg).split(dataset, cfg.partition.num_clients)
+    mods = build_client_modalities(dataset, partition, alpha=mask_cfg.alpha, partitioned=mask_cfg.partitioned,
+                                   rate=mask_cfg.rate, fill="zeros", seed=cfg.seed)
+    clients = []
+    for c, cm in zip(partition.clients, mods):
+        clients.append({"relations": c.relations, "entities": c.entities, "train": c.train, "valid": c.valid,
+                        "test": c.test, "available": cm.available, "items": dict(cm.items)})
+    return {"version": KG_ARTIFACT_VERSION, "kind": "kg", "hash": key, "recipe": recipe, "clients": clients,
+            "partition_info": {k: v for k, v in partition.info.items() if isinstance(v, (int, float, str, list))}}
+
+
+def assemble_kg(dataset: KGDataset, art: dict[str, Any], cfg: RunConfig, key: str, recipe: str,
+                reused: bool = False) -> FederatedData:
+    """Clients from a dataset plus an artifact: item means, fill, local ids, statistics."""
+    fill = cfg.missing.fill
+    mods = dataset.modalities
+    clients: list[KGClientData] = []
+    for cid, c in enumerate(art["clients"]):
+        ents = c["entities"].long()
+        avail = c["available"].bool()
+        gen = torch.Generator().manual_seed(int(seeded_rng(cfg.seed, f"kg_fill/{cid}").integers(2**62)))
+        feats = {}
+        for j, m in enumerate(mods):
+            x, _ = client_item_features(dataset.item_feats[m], dataset.item_entity[m], c["items"][m].long(), ents)
+            feats[m] = fill_unavailable(x, avail[:, j], fill, gen)
+        clients.append(make_kg_client(cid, ents, c["relations"], (c["train"], c["valid"], c["test"]), feats, avail))
+    part = KGPartition([KGClient(i, c["relations"], c["entities"], c["train"], c["valid"], c["test"])
+                        for i, c in enumerate(art["clients"])], dataset.num_entities, dataset.num_relations)
+    rows = [{
+        "cid": c.cid, "nodes": c.num_entities, "edges": int(c.train_triples.shape[0]), "relations": c.num_relations,
+        "boundary_edges": 0, "train": int(c.train_triples.shape[0]), "val": int(c.valid_triples.shape[0]),
+        "test": int(c.test_triples.shape[0]), "labels": [],
+        "available": {m: round(float(a), 4) for m, a in zip(mods, c.available.float().mean(0))},
+    } for c in clients]
+    stats = {
+        "clients": rows, "dropped_edges": 0,
+        "dropped_nodes": int(dataset.num_entities - torch.unique(torch.cat([c.global_ids for c in clients])).numel()),
+        "artifact_hash": key, "artifact_recipe": recipe, "artifact_reused": reused,
+        "partition_info": {**art.get("partition_info", {}), **partition_stats(part)},
+        "missing_info": {"method": "kg_items", "fill": fill}, "dataset": dataset.name,
+        "num_nodes": dataset.num_entities, "num_edges": dataset.num_triples, "num_relations": dataset.num_relations,
+    }
+    return FederatedData(clients=list(clients), modalities=mods, feature_dims=dataset.feature_dims, num_classes=0,
+                         artifact_hash=key, num_global_nodes=dataset.num_entities, pooled=None, stats=stats)
+
+
+def build_kg_federation(cfg: RunConfig, dataset: KGDataset | None = None) -> FederatedData:
+    """Load (unless given), partition, deal items, mask, and build every KG client (cached)."""
+    from data_prep.build import _params, _resolve, artifact_path, save_atomic
+
+    if cfg.missing.fill not in KG_FILLS:
+        raise ConfigError(f"missing.fill must be random or zeros for a KG dataset, got '{cfg.missing.fill}'")
+    if dataset is None:
+        ds_cls, ds_cfg = _resolve(R.DATASETS, cfg.dataset, "dataset")
+        dataset = ds_cls(ds_cfg).load(cfg.dataset.root)
+    if cfg.partition.name != "relation_id":
+        raise ConfigError(f"a KG dataset needs partition.name: relation_id, got '{cfg.partition.name}'")
+    if cfg.missing.name != "kg_items":
+        raise ConfigError(f"a KG dataset needs missing.name: kg_items, got '{cfg.missing.name}'")
+    part_cls, part_cfg = _resolve(R.PARTITIONERS, cfg.partition, "partition")
+    _, mask_cfg = _resolve(R.MASKERS, cfg.missing, "missing")
+    key, recipe = _kg_keys(dataset, cfg, _params(part_cfg), _params(mask_cfg))
+    path = artifact_path(cfg, key)
+    art = _load_kg_artifact(path, cfg.partition.num_clients, len(dataset.modalities))
+    reused = art is not None
+    if art is None:
+        art = _compute_artifact(dataset, cfg, part_cls, part_cfg, mask_cfg, key, recipe)
+        save_atomic(art, path)
+    return assemble_kg(dataset, art, cfg, key, recipe, reused)

@@ -1,0 +1,1 @@
+"""MMFedE, the multimodal FedMKGC backbone of MMFeD3-HidE (Alg. 1 of the seed paper)."""
