@@ -92,3 +92,37 @@ def test_prepare_prints_statistics(tmp_path, capsys, monkeypatch):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "dropped" in out.lower()
+
+
+def test_run_prints_record_summary(tmp_path, monkeypatch, capsys):
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "runs.jsonl"
+    code = main(["run", "--set", "dataset.num_nodes=300", "--set", "partition.num_clients=3", "--set",
+                 "model.hidden=16", "--set", "train.rounds=3", "--out", str(out)])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["status"] == "ok" and 0 < summary["metrics"]["test/accuracy"] <= 1
+    assert len(out.read_text().splitlines()) == 1
+
+
+def test_table_and_plot_verbs(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    suite = tmp_path / "mini.yaml"
+    suite.write_text(yaml.safe_dump({
+        "name": "mini", "description": "two-cell suite", "default_scale": "tiny",
+        "base": {"dataset.num_nodes": 300, "partition.num_clients": 3, "model.hidden": 16, "train.rounds": 3},
+        "grid": {"algorithm.name": ["fedavg"], "missing.rate": [0.0, 0.5]}, "seeds": [0],
+        "table": {"rows": "algorithm.name", "columns": "missing.rate", "metrics": ["accuracy"]},
+        "plots": [{"name": "acc", "x": "missing.rate", "metric": "accuracy"}],
+    }))
+    assert main(["table", str(suite), "--results", "res"]) == 2  # nothing to tabulate yet
+    assert "no records" in capsys.readouterr().err
+    assert main(["sweep", str(suite), "--results", "res"]) == 0
+    assert main(["table", str(suite), "--results", "res", "--out", "tab"]) == 0
+    assert main(["plot", str(suite), "--results", "res", "--out", "tab"]) == 0
+    names = sorted(p.name for p in (tmp_path / "tab").iterdir())
+    assert names == ["mini_tiny.md", "mini_tiny.tex", "mini_tiny_acc.pdf", "mini_tiny_acc.png"]
