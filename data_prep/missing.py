@@ -105,7 +105,7 @@ class NodeLevelMissing:
         owner = owner_array(partition.clients, n)
         group_sizes = np.bincount(owner + 1, minlength=len(partition.clients) + 1)  # group 0: no client
         group_start = np.concatenate([[0], np.cumsum(group_sizes)[:-1]])
-        sim = np.ones((n, m_count), dtype=bool)
+        sim = np.ones((n, m_count), dtype=np.bool_)
         for j, rate in enumerate(rates):
             order = np.lexsort((rng.random(n), owner))  # by client, random inside each client
             rank = np.empty(n, dtype=np.int64)

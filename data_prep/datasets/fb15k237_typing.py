@@ -335,7 +335,7 @@ def numeric_matrix(
     attributes = sorted(a for a, k in owners.items() if k >= min_count)
     col = {a: j for j, a in enumerate(attributes)}
     vals = np.zeros((n, len(attributes)), dtype=np.float64)
-    present = np.zeros((n, len(attributes)), dtype=bool)
+    present = np.zeros((n, len(attributes)), dtype=np.bool_)
     for (i, attr), vs in sums.items():
         j = col.get(attr)
         if j is not None:

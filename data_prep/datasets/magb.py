@@ -229,7 +229,7 @@ class MAGB:
     ) -> GraphDataset:
         c = self.cfg
         n = y.shape[0]
-        keep = y >= 0 if c.drop_unlabeled else np.ones(n, dtype=bool)
+        keep = y >= 0 if c.drop_unlabeled else np.ones(n, dtype=np.bool_)
         if not c.drop_unlabeled and (y < 0).any():
             raise DataError(f"{paths.get('labels', paths.get('csv'))}: has unlabeled nodes (label < 0); "
                             "set dataset.drop_unlabeled=true")
@@ -246,7 +246,7 @@ class MAGB:
         masks: dict[str, torch.Tensor | None] = {"train_mask": None, "val_mask": None, "test_mask": None}
         if split is not None:
             for key, idx in split.items():
-                mask = np.zeros(n, dtype=bool)
+                mask = np.zeros(n, dtype=np.bool_)
                 mask[idx] = True
                 masks[f"{key}_mask"] = torch.from_numpy(mask[keep])
         meta: dict[str, Any] = {

@@ -579,7 +579,7 @@ def encode_strings(texts: Sequence[str], encoder: str, dim: int, cache_dir: str 
     """
     from data_prep.features import encode_texts
 
-    avail = np.array([bool(t.strip()) for t in texts], dtype=bool)
+    avail = np.array([bool(t.strip()) for t in texts], dtype=np.bool_)
     out = encode_texts(list(texts), encoder=encoder, cache_dir=cache_root(cache_dir) / "text", dim=dim).numpy()
     out = np.ascontiguousarray(out, dtype=np.float32)
     out[~avail] = 0.0

@@ -128,7 +128,7 @@ def bfs_order(adj: sp.csr_matrix, nodes: np.ndarray) -> np.ndarray:
     """
     sub = adj[nodes][:, nodes]
     deg = np.asarray(sub.sum(1)).ravel()
-    seen = np.zeros(nodes.size, dtype=bool)
+    seen = np.zeros(nodes.size, dtype=np.bool_)
     order: list[np.ndarray] = []
     for start in np.argsort(-deg, kind="stable"):
         if seen[start]:
