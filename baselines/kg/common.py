@@ -10,12 +10,14 @@ differences in their numbers come from those three choices only.
 Payload conventions: a client names its entities to the server by global id once, in the
 setup exchange (``entity_ids``), then uploads ``entity`` (its structural rows, aligned
 with those ids), ``num_train`` (|T^c|, the aggregation weight) and, for multimodal
-methods, the projections ``proj.<modality>.weight|bias`` and ``fusion.logits``. The
+methods, the projections ``proj.<modality>.weight|bias`` and the fusion's parameters
+``fusion.<name>`` (``fusion.logits`` for the weighted fusion; see ``fusions.py``). The
 decoder (relation table) is never uploaded: it is not even a key a payload can carry.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -25,10 +27,12 @@ from torch import Tensor, nn
 from benchmark.algorithm import Algorithm, Broadcast, NonFiniteLoss
 from benchmark.comm import Payload
 from benchmark.errors import ConfigError
+from baselines.kg.fusions import KG_FUSIONS, build_fusion, fusion_payload
 from benchmark.kge import DECODERS, build_decoder
 from data_prep.kg.federation import KGClientData
 
-FUSIONS = ("weighted", "average")
+# a local-loss term: (model, client) -> scalar added to every batch's KGE loss
+Regularizer = Callable[["KGEClient", KGClientData], Tensor]
 
 
 def _mix(*parts: int) -> int:
@@ -50,9 +54,8 @@ class KGEClient(nn.Module):
     """One client's KGE model: structural entity table + decoder (local relations) and,
     when ``feature_dims`` is given, per-modality projections and a fusion.
 
-    Fused entity vector (fusion ``weighted``): ``a_0 S + sum_m a_m W_m x_m`` with
-    ``a = softmax(fusion.logits)`` (learnable, normalized weights); ``average`` fixes
-    ``a`` to 1/(M+1).
+    Fused entity vector: ``fusion(S, {m: W_m x_m})`` with a fusion of ``KG_FUSIONS``
+    (default ``weighted``: ``a_0 S + sum_m a_m W_m x_m``, ``a = softmax(fusion.logits)``).
     """
 
     def __init__(self, num_entities: int, num_relations: int, task_cfg: Any, seed: int,
@@ -63,32 +66,28 @@ class KGEClient(nn.Module):
             self.decoder = build_decoder(task_cfg.decoder, max(num_relations, 1), task_cfg.dim, task_cfg.gamma)
         gen = torch.Generator().manual_seed(seed)
         self.entity = nn.Parameter(self.decoder.init_entities(num_entities, gen))
-        self.fusion = fusion
+        self.fusion_name = fusion
         self.proj = nn.ModuleDict()
+        self.fusion: nn.Module | None = None
         if feature_dims:
             d = self.decoder.entity_dim
             for m, dm in feature_dims.items():
                 lin = nn.Linear(dm, d)
                 self.proj[m] = lin
             init_projections(self.proj, self.decoder.embedding_range, gen)
-            self.fusion_logits = nn.Parameter(torch.zeros(len(feature_dims) + 1), requires_grad=fusion == "weighted")
+            self.fusion = build_fusion(fusion, self.entity.shape[1], list(feature_dims), _mix(seed, 29))
 
     @property
     def multimodal(self) -> bool:
         return len(self.proj) > 0
 
-    def fusion_weights(self) -> Tensor:
-        return torch.softmax(self.fusion_logits, dim=0)
-
     def entity_vectors(self, client: KGClientData) -> Tensor:
         """``[n_ent, d]``: the structural table, or its fusion with projected features."""
         if not self.multimodal:
             return self.entity
-        a = self.fusion_weights()
-        out = a[0] * self.entity
-        for j, (m, lin) in enumerate(self.proj.items()):
-            out = out + a[j + 1] * lin(_standardize(client.features[m]))
-        return out
+        assert self.fusion is not None
+        projected = {m: lin(_standardize(client.features[m])) for m, lin in self.proj.items()}
+        return self.fusion(self.entity, projected)
 
     # ---------------------------------------------------------------- payloads
     def shared_payload(self) -> Payload:
@@ -97,8 +96,8 @@ class KGEClient(nn.Module):
         for m, lin in self.proj.items():
             out[f"proj.{m}.weight"] = lin.weight.detach().clone()
             out[f"proj.{m}.bias"] = lin.bias.detach().clone()
-        if self.multimodal:
-            out["fusion.logits"] = self.fusion_logits.detach().clone()
+        if self.fusion is not None:
+            out.update(fusion_payload(self.fusion))
         return out
 
     @torch.no_grad()
@@ -110,8 +109,10 @@ class KGEClient(nn.Module):
             if f"proj.{m}.weight" in payload:
                 lin.weight.copy_(payload[f"proj.{m}.weight"])
                 lin.bias.copy_(payload[f"proj.{m}.bias"])
-        if self.multimodal and "fusion.logits" in payload:
-            self.fusion_logits.copy_(payload["fusion.logits"])
+        if self.fusion is not None:
+            for n, p in self.fusion.named_parameters():
+                if f"fusion.{n}" in payload:
+                    p.copy_(payload[f"fusion.{n}"])
 
 
 def init_projections(proj: nn.ModuleDict, embedding_range: float, gen: torch.Generator) -> None:
@@ -137,11 +138,11 @@ class KGAlgorithm(Algorithm):
 
     @dataclass
     class Config:
-        fusion: str = field(default="weighted", metadata={"help": "fusion of S, V, D: weighted (learnable) or average"})
+        fusion: str = field(default="weighted", metadata={"help": "fusion Phi of S, V, D: average, weighted (learnable), concat or gated"})
 
         def __post_init__(self) -> None:
-            if self.fusion not in FUSIONS:
-                raise ConfigError(f"algorithm.fusion must be one of {', '.join(FUSIONS)}, got '{self.fusion}'")
+            if self.fusion not in KG_FUSIONS:
+                raise ConfigError(f"algorithm.fusion must be one of {', '.join(KG_FUSIONS.names())}, got '{self.fusion}'")
 
     def __init__(self, cfg: Any, ctx: Any) -> None:
         super().__init__(cfg, ctx)
@@ -170,8 +171,10 @@ class KGAlgorithm(Algorithm):
             state["opt"] = torch.optim.Adam(params, lr=train.lr)
         return state["opt"]
 
-    def local_train(self, client: KGClientData, model: KGEClient, opt: torch.optim.Optimizer, rnd: int) -> float:
-        """``train.local_epochs`` shuffled passes over the client's tail queries."""
+    def local_train(self, client: KGClientData, model: KGEClient, opt: torch.optim.Optimizer, rnd: int,
+                    regularizer: Regularizer | None = None) -> float:
+        """``train.local_epochs`` shuffled passes over the client's tail queries; a
+        ``regularizer`` (MMFedProx, MMFedEC) is added to every batch's KGE loss."""
         task, train = self.ctx.task, self.ctx.run.train
         queries = task.train_queries(client)
         gen = torch.Generator().manual_seed(_mix(self.ctx.seed, client.cid, rnd, 101))
@@ -184,6 +187,8 @@ class KGAlgorithm(Algorithm):
                 batch = queries[perm[s:s + bs]]
                 opt.zero_grad(set_to_none=True)
                 loss = task.batch_loss(model, client, batch, gen)
+                if regularizer is not None:
+                    loss = loss + regularizer(model, client)
                 if not torch.isfinite(loss):
                     raise NonFiniteLoss(f"non-finite KGE loss ({float(loss.detach())}) on client {client.cid}")
                 loss.backward()
@@ -192,6 +197,14 @@ class KGAlgorithm(Algorithm):
                 opt.step()
                 last = float(loss.detach())
         return last
+
+    def regularizer(self, client: KGClientData, model: KGEClient, state: dict, rnd: int) -> Regularizer | None:
+        """The extra local-loss term of this round, built after the global rows were
+        loaded (so it can freeze them as an anchor); none for the plain methods."""
+        return None
+
+    def after_local_train(self, client: KGClientData, model: KGEClient, state: dict, rnd: int) -> None:
+        """Called once the round's local training ends (MMFedEC keeps its rows here)."""
 
     # ---------------------------------------------------------------- hooks
     def init_server(self) -> Broadcast:
@@ -210,7 +223,8 @@ class KGAlgorithm(Algorithm):
             for m, lin in proj.items():
                 self.shared[f"proj.{m}.weight"] = lin.weight.detach().clone()
                 self.shared[f"proj.{m}.bias"] = lin.bias.detach().clone()
-            self.shared["fusion.logits"] = torch.zeros(len(self.ctx.feature_dims) + 1)
+            fusion = build_fusion(self.fusion, width, list(self.ctx.feature_dims), _mix(self.ctx.seed, 5))
+            self.shared.update(fusion_payload(fusion))
         self.table = self.table.to(self.ctx.device)
         self.shared = {k: v.to(self.ctx.device) for k, v in self.shared.items()}
         return {}
@@ -237,7 +251,8 @@ class KGAlgorithm(Algorithm):
         if received:
             model.load_shared(received)
         opt = self.optimizer(model, state)
-        self.local_train(client, model, opt, rnd)
+        self.local_train(client, model, opt, rnd, self.regularizer(client, model, state, rnd))
+        self.after_local_train(client, model, state, rnd)
         if not self.federated:
             return {}
         return {**model.shared_payload(), "num_train": torch.tensor([float(client.num_train)], device=model.entity.device)}

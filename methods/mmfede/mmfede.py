@@ -4,10 +4,11 @@ The server holds a global structural entity table S^s over the union of entities
 receives the rows of its entities (the permutation P^c is the index map given by the
 entity ids it named in the setup exchange), trains S^c, its relations R^c (never
 uploaded), the projections W_m (modality features -> entity space) and the fusion, and
-uploads S^c, W_m and the fusion logits. Server: each entity row = mean over the clients
-that hold it; W = sum_c alpha_c W^c with alpha_c = |T^c| / sum |T| (the fusion logits are
-averaged the same way). Entity vectors: ``weighted`` fusion by default, ``a_0 S + a_v W_v
-x_v + a_d W_d x_d`` with ``a = softmax(logits)`` learnable; ``average`` fixes a = 1/3.
+uploads S^c, W_m and the fusion's parameters. Server: each entity row = mean over the clients
+that hold it; W = sum_c alpha_c W^c with alpha_c = |T^c| / sum |T| (the fusion
+parameters are averaged the same way). Entity vectors: ``algorithm.fusion`` picks Phi from
+``baselines.kg.fusions.KG_FUSIONS`` (average, weighted, concat, gated); ``weighted`` by
+default, ``a_0 S + a_v W_v x_v + a_d W_d x_d`` with ``a = softmax(logits)`` learnable.
 
 Choices the paper leaves open: Adam keeps its state across rounds (ALGORITHMS.md rule 0;
 the paper does not say it resets); missing features enter as their random fill, since
@@ -28,4 +29,4 @@ class MMFedE(KGAlgorithm):
     federated = True
     has_setup = True
     multimodal = True
-    upload_keys = ("entity_ids", "entity", "num_train", r"proj\..+\.(weight|bias)", r"fusion\.logits")
+    upload_keys = ("entity_ids", "entity", "num_train", r"proj\..+\.(weight|bias)", r"fusion\..+")
