@@ -105,7 +105,9 @@ def test_malformed_side_files(tmp_path):
 
 
 def test_missing_file_lists_every_place(tmp_path, monkeypatch):
-    monkeypatch.setattr(fb, "MIRROR", tmp_path / "mirror")
+    import data_prep.datasets.sources as sources
+
+    monkeypatch.setattr(sources, "MIRROR", tmp_path / "mirror")  # the shared lookup helper reads it
     monkeypatch.setenv(fb.ENV_ROOT, str(tmp_path / "env"))
     with pytest.raises(DataError) as e:
         locate("FB15k-237.tar.gz", tmp_path / "root")

@@ -28,9 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import tarfile
-import urllib.request
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,21 +39,14 @@ from torch import Tensor
 
 from benchmark.errors import DataError
 from benchmark.registry import DATASETS
+from data_prep.datasets.sources import (  # noqa: F401 - MIRROR and REPO_ROOT are re-exported
+    ENV_ROOT, MIRROR, REPO_ROOT, RemoteFile, download_file, search_places, sha256_file,
+)
 from data_prep.kg.dataset import KGDataset
 
 DATASET_DIR = "fb15k237"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-MIRROR = REPO_ROOT.parent / "shared" / "data"
-ENV_ROOT = "FEDMM_DATA_ROOT"
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    """A file's public source (repository @ commit) and its sha256."""
-
-    name: str
-    url: str
-    sha256: str
+# File lookup (root, $FEDMM_DATA_ROOT, the shared mirror), checksums and downloads are the
+# graph loaders' own helpers; this module only pins FB15K-237's files.
 
 
 _GH = "https://raw.githubusercontent.com"
@@ -79,53 +70,6 @@ TRIPLE_MEMBERS = {"train": "train.txt", "valid": "valid.txt", "test": "test.txt"
 
 
 # --------------------------------------------------------------------------- locating files
-
-
-def search_places(root: str | Path | None) -> list[Path]:
-    """The directories searched, in order: root, $FEDMM_DATA_ROOT, the shared mirror."""
-    places: list[Path] = []
-    if root is not None:
-        places.append(Path(root))
-    env = os.environ.get(ENV_ROOT)
-    if env:
-        places.append(Path(env))
-    places.append(MIRROR)
-    out: list[Path] = []
-    for p in places:
-        if p not in out:
-            out.append(p)
-    return out
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def download_file(spec: RemoteFile, dest_dir: Path, timeout: float = 60.0) -> Path:
-    """Fetch ``spec`` into ``dest_dir`` and verify its sha256 before it becomes visible."""
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    dest = dest_dir / spec.name
-    tmp = dest.with_name(dest.name + f".part{os.getpid()}")
-    try:
-        with urllib.request.urlopen(spec.url, timeout=timeout) as resp, open(tmp, "wb") as out:
-            while True:
-                block = resp.read(1 << 20)
-                if not block:
-                    break
-                out.write(block)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise DataError(f"could not download {spec.name} from {spec.url}: {e}") from None
-    got = sha256_file(tmp)
-    if got != spec.sha256:
-        tmp.unlink(missing_ok=True)
-        raise DataError(f"downloaded {spec.name} from {spec.url} has sha256 {got}, expected {spec.sha256}")
-    os.replace(tmp, dest)
-    return dest
 
 
 def locate(name: str, root: str | Path | None = None, download: bool = False, verify: bool = True) -> Path:
