@@ -11,11 +11,10 @@ import pytest
 import torch
 
 from baselines.kg.fusions import KG_FUSIONS, build_fusion
-from benchmark.config import build_run_config
 from benchmark.engine import Engine
 from benchmark.errors import ConfigError
 from data_prep.build import build_federation
-from test_kg_track import random_mrr
+from test_kg_track import kg_cfg, random_mrr
 
 torch.set_num_threads(1)
 
@@ -24,16 +23,7 @@ FUSION_NAMES = ("average", "weighted", "concat", "gated")
 
 def cfg(tmp, alg: str = "mmfede", rounds: int = 5, **algo):
     """The test_kg_track configuration, with algorithm fields."""
-    return build_run_config({
-        "seed": 0,
-        "dataset": {"name": "synthetic_kg", "num_entities": 200},
-        "partition": {"name": "relation_id", "num_clients": 3},
-        "missing": {"name": "kg_items", "fill": "random", "rate": 0.5},
-        "task": {"name": "kg_completion", "dim": 16, "num_negatives": 32, "batch_size": 256},
-        "algorithm": {"name": alg, **algo},
-        "train": {"rounds": rounds, "local_epochs": 2, "lr": 0.05, "device": "cpu"},
-        "output": {"cache_dir": str(tmp / "cache"), "checkpoint_dir": str(tmp / "ckpt")},
-    })
+    return kg_cfg(tmp, alg, rounds=rounds, algo_params=algo)
 
 
 @pytest.fixture(scope="module")

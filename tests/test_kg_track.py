@@ -19,14 +19,14 @@ torch.set_num_threads(1)
 ALGOS = ("s_ind", "mmind", "fede", "mmfede")
 
 
-def kg_cfg(tmp, alg: str = "s_ind", seed: int = 0, rounds: int = 8, **task):
+def kg_cfg(tmp, alg: str = "s_ind", seed: int = 0, rounds: int = 8, algo_params: dict | None = None, **task):
     return build_run_config({
         "seed": seed,
         "dataset": {"name": "synthetic_kg", "num_entities": 200},
         "partition": {"name": "relation_id", "num_clients": 3},
         "missing": {"name": "kg_items", "fill": "random", "rate": 0.5},
         "task": {"name": "kg_completion", "dim": 16, "num_negatives": 32, "batch_size": 256, **task},
-        "algorithm": {"name": alg},
+        "algorithm": {"name": alg, **(algo_params or {})},
         "train": {"rounds": rounds, "local_epochs": 2, "lr": 0.05, "device": "cpu"},
         "output": {"cache_dir": str(tmp / "cache"), "checkpoint_dir": str(tmp / "ckpt")},
     })
