@@ -438,4 +438,5 @@ def prepare_stats_table(fed: FederatedData) -> str:
         f"{fed.num_clients} clients; dropped edges {s.get('dropped_edges')}, dropped nodes {s.get('dropped_nodes')}; "
         f"artifact {fed.artifact_hash} (recipe {s.get('artifact_recipe')})"
     )
-    return f"{table}\n{footer}"
+    extra = "".join(f"\n{line}" for line in s.get("summary", []))  # e.g. the KG track's Table II row
+    return f"{table}\n{footer}{extra}"

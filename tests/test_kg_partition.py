@@ -1,4 +1,4 @@
-"""Relation-ID partition (with the paper's Table II on real FB15K-237) and Dirichlet item dealing."""
+"""Relation-ID partition and Dirichlet item dealing (Table II on real FB15K-237: test_kg_table2.py)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,13 @@ import torch
 
 from benchmark.errors import ConfigError
 from benchmark.registry import PARTITIONERS
-from data_prep.kg import fb15k237 as fb
 from data_prep.kg.dataset import KGDataset
 from data_prep.kg.synthetic import make_synthetic_kg
 from data_prep.partition.dirichlet_items import (
     build_client_modalities, client_item_features, cross_client_cosine, cross_client_jaccard, deal_items,
     fill_unavailable, item_id_sets, text_token_sets,
 )
-from data_prep.partition.relation_id import partition_stats, relation_id_partition
-
-REAL = (fb.MIRROR / "fb15k237" / "FB15k-237.tar.gz").is_file()
+from data_prep.partition.relation_id import relation_id_partition
 
 
 @pytest.fixture(autouse=True)
@@ -53,21 +50,7 @@ def test_relation_id_partition_invariants(kg):
         relation_id_partition(kg.all_triples(), kg.num_relations, kg.num_relations + 1)
 
 
-@pytest.mark.skipif(not REAL, reason="shared/data/fb15k237 is not present")
-def test_table_ii_statistics_on_real_fb15k237():
-    """Mean relations and triples per client are exact by construction (237/C, 310,116/C);
-    mean entities depends on the shuffle and must be near the paper's."""
-    trip = fb.read_triples_archive(fb.locate("FB15k-237.tar.gz"))
-    ents, rels = fb.build_vocab(trip)
-    e_id, r_id = {e: i for i, e in enumerate(ents)}, {r: i for i, r in enumerate(rels)}
-    pooled = torch.cat([fb.to_id_tensor(trip[s], e_id, r_id) for s in ("train", "valid", "test")])
-    assert len(pooled) == 310_116
-    paper = {3: (79.0, 12_595.3), 5: (47.4, 11_260.4), 10: (23.7, 8_340.1)}
-    for C, (mean_rel, mean_ent) in paper.items():
-        s = partition_stats(relation_id_partition(pooled, 237, C, seed=0, num_entities=len(ents)))
-        assert s["mean_relations"] == pytest.approx(mean_rel, abs=1e-9)
-        assert s["mean_triples"] == pytest.approx(310_116 / C, abs=1e-6)
-        assert abs(s["mean_entities"] - mean_ent) / mean_ent < 0.06
+# Table II on the real FB15K-237 (canonical seed, 2% bounds): tests/test_kg_table2.py
 
 
 # --------------------------------------------------------------------------- item dealing

@@ -28,8 +28,12 @@ from benchmark.algorithm import Algorithm, Broadcast, NonFiniteLoss
 from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from baselines.kg.fusions import KG_FUSIONS, build_fusion, fusion_payload
+from baselines.kg.imputers import KG_IMPUTERS, ImputerOptions, KGImputer, build_imputer, hyper_modal, split_blocks
 from benchmark.kge import DECODERS, build_decoder
 from data_prep.kg.federation import KGClientData
+
+# the split paradigm is a model (one decoder per modality), not a KG_FUSIONS entry
+SPLIT = "split"
 
 # a local-loss term: (model, client) -> scalar added to every batch's KGE loss
 Regularizer = Callable[["KGEClient", KGClientData], Tensor]
@@ -56,6 +60,8 @@ class KGEClient(nn.Module):
 
     Fused entity vector: ``fusion(S, {m: W_m x_m})`` with a fusion of ``KG_FUSIONS``
     (default ``weighted``: ``a_0 S + sum_m a_m W_m x_m``, ``a = softmax(fusion.logits)``).
+    An imputer (``attach_imputer``, ``algorithm.imputer``) completes the missing modality
+    blocks of ``[S || W_m x_m]`` before the fusion; its parameters are never uploaded.
     """
 
     def __init__(self, num_entities: int, num_relations: int, task_cfg: Any, seed: int,
@@ -76,18 +82,41 @@ class KGEClient(nn.Module):
                 self.proj[m] = lin
             init_projections(self.proj, self.decoder.embedding_range, gen)
             self.fusion = build_fusion(fusion, self.entity.shape[1], list(feature_dims), _mix(seed, 29))
+        self.imputer: KGImputer | None = None  # set by attach_imputer; never uploaded
+        self.structure_only = False  # True during FedE pre-training rounds (algorithm.pretrain_rounds)
 
     @property
     def multimodal(self) -> bool:
         return len(self.proj) > 0
 
+    def modality_blocks(self, client: KGClientData) -> tuple[Tensor, dict[str, Tensor]]:
+        """``(S [n_ent, d], {m: W_m x_m [n_ent, d]})``: what a fusion combines (and what the
+        split paradigm scores one by one, ``baselines/kg/split.py``)."""
+        projected = {m: lin(_standardize(client.features[m])) for m, lin in self.proj.items()}
+        if self.imputer is None:
+            return self.entity, projected
+        # imputation on the hyper-modal matrix H = [S || W_m x_m ...] (baselines/kg/imputers.py)
+        order = list(self.proj)
+        H, M = hyper_modal(self.entity, projected, client.available, order, client.modalities)
+        return self.entity, split_blocks(self.imputer(H, M), order, self.entity.shape[1])
+
+    def attach_imputer(self, name: str, opts: ImputerOptions, seed: int) -> None:
+        """Give the model a missing-modality imputer of ``KG_IMPUTERS`` (none: nothing)."""
+        if self.multimodal:
+            width = self.entity.shape[1] * (1 + len(self.proj))
+            self.imputer = build_imputer(name, width, self.entity.shape[1], opts, seed)
+
+    def pop_imputer_loss(self) -> Tensor | None:
+        """The imputer's L_DI of the last training forward (once), or None."""
+        return None if self.imputer is None else self.imputer.pop_loss()
+
     def entity_vectors(self, client: KGClientData) -> Tensor:
         """``[n_ent, d]``: the structural table, or its fusion with projected features."""
-        if not self.multimodal:
+        if not self.multimodal or self.structure_only:
             return self.entity
         assert self.fusion is not None
-        projected = {m: lin(_standardize(client.features[m])) for m, lin in self.proj.items()}
-        return self.fusion(self.entity, projected)
+        structure, projected = self.modality_blocks(client)
+        return self.fusion(structure, projected)
 
     # ---------------------------------------------------------------- payloads
     def shared_payload(self) -> Payload:
@@ -138,16 +167,44 @@ class KGAlgorithm(Algorithm):
 
     @dataclass
     class Config:
-        fusion: str = field(default="weighted", metadata={"help": "fusion Phi of S, V, D: average, weighted (learnable), concat or gated"})
+        fusion: str = field(default="weighted", metadata={"help": "fusion Phi of S, V, D: average, weighted (learnable), concat, gated, or split (one scorer per modality, averaged probabilities)"})
+
+        imputer: str = field(default="none", metadata={"help": "missing-modality imputer on H = [S || V || D] (baselines/kg/imputers.py): none, ae, cra, mmin or hide"})
+        lambda_di: float = field(default=1.0, metadata={"help": "weight lambda of the imputer's masked loss L_DI in the local loss (the seed gives no value)"})
+        imputer_hidden: list[int] = field(default_factory=list, metadata={"help": "imputer AE widths (three); empty = the paper's [512, 256, 128] scaled to the hyper-modal width (w/3, w/6, w/12)"})
+        imputer_drop: float = field(default=0.3, metadata={"help": "P(hide an observed modality block from the imputer's input in the L_DI forward; still a target): self-supervision for imputing; 0 = the paper's literal objective, which residual nets solve as the identity"})
+        diffusion_steps: int = field(default=5, metadata={"help": "HidE diffusion steps T (the seed gives none; DiffRec's 5)"})
+        beta_low: float = field(default=5e-4, metadata={"help": "HidE first noise variance beta_1, before scaling by noise_scale (seed: 5e-4)"})
+        beta_up: float = field(default=5e-2, metadata={"help": "HidE last noise variance beta_T, before scaling by noise_scale (seed: 5e-2)"})
+        noise_scale: float = field(default=1e-4, metadata={"help": "HidE scale s of both beta bounds (seed: 1e-4, DiffRec convention)"})
+        recon_net: str = field(default="cra", metadata={"help": "HidE reconstruction network predicting x0 from (x_t, t): cra, ae, mlp or mha"})
+        imputer_heads: int = field(default=4, metadata={"help": "attention heads of HidE's mha reconstruction net"})
+        pretrain_rounds: int = field(default=0, metadata={"help": "first rounds trained structure-only (FedE pre-training of S^c, seed Sec. IV-A), then the multimodal model"})
 
         def __post_init__(self) -> None:
-            if self.fusion not in KG_FUSIONS:
-                raise ConfigError(f"algorithm.fusion must be one of {', '.join(KG_FUSIONS.names())}, got '{self.fusion}'")
+            if self.fusion not in KG_FUSIONS and self.fusion != SPLIT:
+                raise ConfigError(f"algorithm.fusion must be one of {', '.join([*KG_FUSIONS.names(), SPLIT])}, got '{self.fusion}'")
+            if self.imputer not in KG_IMPUTERS:
+                raise ConfigError(f"algorithm.imputer must be one of {', '.join(KG_IMPUTERS.names())}, got '{self.imputer}'")
+            if not self.lambda_di >= 0 or self.pretrain_rounds < 0:
+                raise ConfigError(f"algorithm.lambda_di and pretrain_rounds must be >= 0, got {self.lambda_di}, {self.pretrain_rounds}")
+            try:
+                self.imputer_options()
+            except ConfigError as e:
+                raise ConfigError(f"algorithm imputer options: {e}") from None
+
+        def imputer_options(self) -> ImputerOptions:
+            return ImputerOptions(hidden=list(self.imputer_hidden), steps=self.diffusion_steps, beta_low=self.beta_low,
+                                  beta_up=self.beta_up, noise_scale=self.noise_scale, recon_net=self.recon_net,
+                                  heads=self.imputer_heads, drop=self.imputer_drop)
 
     def __init__(self, cfg: Any, ctx: Any) -> None:
         super().__init__(cfg, ctx)
         self.task_cfg = ctx.task.cfg
         self.fusion = getattr(cfg, "fusion", "weighted") if cfg is not None else "weighted"
+        self.imputer = getattr(cfg, "imputer", "none") if cfg is not None else "none"
+        self.lambda_di = float(getattr(cfg, "lambda_di", 0.0)) if cfg is not None else 0.0
+        self.pretrain_rounds = int(getattr(cfg, "pretrain_rounds", 0)) if cfg is not None else 0
         self.client_ids_seen: dict[int, Tensor] = {}
         self.table: Tensor | None = None
         self.shared: Payload = {}
@@ -155,8 +212,15 @@ class KGAlgorithm(Algorithm):
     # ---------------------------------------------------------------- client side
     def new_model(self, client: KGClientData) -> KGEClient:
         dims = self.ctx.feature_dims if self.multimodal else None
-        model = KGEClient(client.num_entities, client.num_relations, self.task_cfg,
-                          _mix(self.ctx.seed, client.cid, 17), dims, self.fusion)
+        cls: type[KGEClient] = KGEClient
+        if dims and self.fusion == SPLIT:
+            from baselines.kg.split import SplitKGEClient  # here: split.py imports this module
+
+            cls = SplitKGEClient
+        model = cls(client.num_entities, client.num_relations, self.task_cfg,
+                    _mix(self.ctx.seed, client.cid, 17), dims, self.fusion)
+        if dims and self.imputer != "none":
+            model.attach_imputer(self.imputer, self.cfg.imputer_options(), _mix(self.ctx.seed, client.cid, 31))
         return model.to(self.ctx.device)
 
     def client_model(self, client: KGClientData, state: dict) -> KGEClient:
@@ -187,6 +251,9 @@ class KGAlgorithm(Algorithm):
                 batch = queries[perm[s:s + bs]]
                 opt.zero_grad(set_to_none=True)
                 loss = task.batch_loss(model, client, batch, gen)
+                imputation = model.pop_imputer_loss()
+                if imputation is not None:
+                    loss = loss + self.lambda_di * imputation
                 if regularizer is not None:
                     loss = loss + regularizer(model, client)
                 if not torch.isfinite(loss):
@@ -223,8 +290,9 @@ class KGAlgorithm(Algorithm):
             for m, lin in proj.items():
                 self.shared[f"proj.{m}.weight"] = lin.weight.detach().clone()
                 self.shared[f"proj.{m}.bias"] = lin.bias.detach().clone()
-            fusion = build_fusion(self.fusion, width, list(self.ctx.feature_dims), _mix(self.ctx.seed, 5))
-            self.shared.update(fusion_payload(fusion))
+            if self.fusion != SPLIT:  # split has no fusion parameters to share
+                fusion = build_fusion(self.fusion, width, list(self.ctx.feature_dims), _mix(self.ctx.seed, 5))
+                self.shared.update(fusion_payload(fusion))
         self.table = self.table.to(self.ctx.device)
         self.shared = {k: v.to(self.ctx.device) for k, v in self.shared.items()}
         return {}
@@ -250,6 +318,7 @@ class KGAlgorithm(Algorithm):
         model = self.client_model(client, state)
         if received:
             model.load_shared(received)
+        model.structure_only = rnd < self.pretrain_rounds
         opt = self.optimizer(model, state)
         self.local_train(client, model, opt, rnd, self.regularizer(client, model, state, rnd))
         self.after_local_train(client, model, state, rnd)

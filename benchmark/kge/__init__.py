@@ -1,5 +1,6 @@
 """Knowledge-graph embedding: decoders (TransE, RotatE, ComplEx), losses with negative
-sampling, fused candidate scoring and filtered tie-aware ranking evaluation.
+sampling (and the split paradigm's averaged probability), fused candidate scoring and
+filtered tie-aware ranking evaluation.
 
 ``DECODERS`` is the registry of KGE decoders (a config names one, independently of the
 FL algorithm, imputer and fusion). Importing this package registers the built-in ones.
@@ -14,12 +15,13 @@ from benchmark.registry import Registry
 DECODERS: Registry[Any] = Registry("kge decoder")
 
 from benchmark.kge.decoders import ComplEx, KGEDecoder, RotatE, TransE, build_decoder  # noqa: E402
-from benchmark.kge.evaluation import FilterIndex, evaluate_filtered, rank_metrics, tie_aware_ranks  # noqa: E402
-from benchmark.kge.losses import LOSSES, kge_loss, sample_negatives  # noqa: E402
+from benchmark.kge.evaluation import FilterIndex, evaluate_filtered, rank_metrics, tie_aware_ranks, views_scorer  # noqa: E402
+from benchmark.kge.losses import LOSSES, kge_loss, mean_softmax_log_probs, sample_negatives, split_kge_loss  # noqa: E402
 from benchmark.kge.model import KGEModel, make_queries, train_epoch  # noqa: E402
 
 __all__ = [
     "DECODERS", "KGEDecoder", "RotatE", "TransE", "ComplEx", "build_decoder",
-    "FilterIndex", "evaluate_filtered", "rank_metrics", "tie_aware_ranks",
-    "LOSSES", "kge_loss", "sample_negatives", "KGEModel", "make_queries", "train_epoch",
+    "FilterIndex", "evaluate_filtered", "rank_metrics", "tie_aware_ranks", "views_scorer",
+    "LOSSES", "kge_loss", "mean_softmax_log_probs", "split_kge_loss", "sample_negatives",
+    "KGEModel", "make_queries", "train_epoch",
 ]

@@ -169,3 +169,26 @@ def decoder_scorer(decoder: torch.nn.Module, entity_emb: Tensor, candidates: Ten
         return decoder(entity_emb[h], r, cand)  # type: ignore[operator]
 
     return score
+
+
+def views_scorer(views: list[tuple[torch.nn.Module, Tensor]], relation_map: Tensor | None = None) -> ScoreFn:
+    """A ``score_fn`` over all rows of the entity tables of one or more *views*
+    ``(decoder, entity table)`` that share entity ids.
+
+    One view: the decoder's raw scores (ranks as ``decoder_scorer``). Several views (the
+    split paradigm, one per modality): ``log((1/M) sum_m softmax_m)`` over the candidate
+    set, i.e. the log of the averaged probability, which ranks exactly as the averaged
+    probability does. ``relation_map`` (``[2R]`` long) translates the query's relation ids
+    (inverse ids included) into the decoders' ids, for a model trained on a larger relation
+    vocabulary (the centralized bound scoring one client's queries).
+    """
+    from benchmark.kge.losses import mean_softmax_log_probs
+
+    tables = [(dec, ent.contiguous()) for dec, ent in views]
+
+    def score(h: Tensor, r: Tensor) -> Tensor:
+        rr = r if relation_map is None else relation_map[r.long()]
+        out = [dec(ent[h], rr, ent) for dec, ent in tables]  # type: ignore[operator]
+        return out[0] if len(out) == 1 else mean_softmax_log_probs(out)
+
+    return score

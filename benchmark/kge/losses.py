@@ -9,9 +9,15 @@ whole batch (``[N]`` ids): then the ``[B, N]`` score matrix comes from one candi
 table, which the fused kernels handle without any gather of ``[B, N, d]`` vectors.
 A sampled negative that equals the query's true tail is masked out of the loss (it is
 not a negative); other true answers are not filtered (standard uniform sampling).
+
+The split paradigm (one scorer per modality, seed App. C.A) trains the NLL of the
+*averaged* per-modality softmax probability: ``mean_softmax_log_probs`` and
+``split_kge_loss``.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -62,4 +68,50 @@ def kge_loss(name: str, pos: Tensor, neg: Tensor, neg_mask: Tensor | None = None
         return softmax_ce_loss(pos, neg, neg_mask)
     if name == "self_adversarial":
         return self_adversarial_loss(pos, neg, temperature, neg_mask)
+    raise ConfigError(f"unknown kge loss '{name}'; valid: {', '.join(LOSSES)}")
+
+
+def mean_softmax_log_probs(scores: list[Tensor], mask: Tensor | None = None) -> Tensor:
+    """``log((1/M) sum_m softmax(scores_m))`` over the last dimension, for M score tensors
+    of one shape: the log-probability of the *split* paradigm (MoSE; seed App. C.A), where
+    each modality scores the candidates on its own and the probabilities are averaged.
+    Computed in the log domain (logsumexp over modalities of the log-softmaxes), so a
+    modality whose softmax underflows cannot produce ``log 0``. ``mask`` (True = drop)
+    removes entries from every softmax (e.g. a sampled negative equal to the positive)."""
+    if not scores:
+        raise ConfigError("mean_softmax_log_probs needs at least one score tensor")
+    logp = []
+    for s in scores:
+        if mask is not None:
+            s = s.masked_fill(mask, float("-inf"))
+        logp.append(torch.log_softmax(s, dim=-1))
+    stacked = torch.stack(logp)
+    if mask is None:
+        return torch.logsumexp(stacked, dim=0) - math.log(len(scores))
+    # a dropped entry is -inf in every modality, and logsumexp's gradient there is 0/0:
+    # take it over zeros instead and put -inf back afterwards
+    out = torch.logsumexp(stacked.masked_fill(mask, 0.0), dim=0) - math.log(len(scores))
+    return out.masked_fill(mask, float("-inf"))
+
+
+def split_kge_loss(name: str, pos: list[Tensor], neg: list[Tensor], neg_mask: Tensor | None = None,
+                   temperature: float = 1.0) -> Tensor:
+    """Loss of the split paradigm: per modality m a positive score ``pos[m]`` ``[B]`` and
+    negative scores ``neg[m]`` ``[B, N]`` over the *same* candidates.
+
+    ``softmax_ce``: the seed's Eq. 2 with the split probability, i.e. the NLL of the averaged
+    probability ``-log((1/M) sum_m softmax_m([pos, neg])[0])`` (MoSE trains each modality
+    on its own loss, but the seed writes the KGC loss on ``p^c`` and defines ``p^c`` as the
+    average, so the average is what is trained). ``self_adversarial`` has no probability to
+    average, so it is the mean of the per-modality losses."""
+    if len(pos) != len(neg) or not pos:
+        raise ConfigError("split_kge_loss needs one (pos, neg) pair per modality")
+    if name == "softmax_ce":
+        logits = [torch.cat([p.unsqueeze(1), n], dim=1) for p, n in zip(pos, neg)]
+        full_mask = None
+        if neg_mask is not None:
+            full_mask = torch.cat([torch.zeros_like(neg_mask[:, :1]), neg_mask], dim=1)
+        return -mean_softmax_log_probs(logits, full_mask)[:, 0].mean()
+    if name == "self_adversarial":
+        return torch.stack([self_adversarial_loss(p, n, temperature, neg_mask) for p, n in zip(pos, neg)]).mean()
     raise ConfigError(f"unknown kge loss '{name}'; valid: {', '.join(LOSSES)}")

@@ -14,10 +14,18 @@ uniform tails over the client's entities per query (softmax cross-entropy, Eq. 1
 seed paper, or RotatE's self-adversarial loss). Evaluation: both directions, filtered by
 all of the client's known triples, candidates = the client's entities; ``n`` is the number
 of triples of the split (the federation score is weighted by it).
+
+Views: a model may instead expose ``entity_views(client) -> {name: (decoder, [n_ent, d])}``
+(the *split* paradigm: one scorer per modality, each with its own relation table). Then
+the probability of a candidate is the average of the per-view softmax probabilities over
+the same candidates: training minimizes the NLL of that average and evaluation ranks by it
+(see ``benchmark.kge.losses.split_kge_loss``). ``views`` turns either kind of model into
+a list of ``(decoder, entity table)`` pairs, so the rest of the task has one code path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,8 +34,11 @@ from torch import Tensor, nn
 
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
-from benchmark.kge import LOSSES, DECODERS, FilterIndex, evaluate_filtered, kge_loss, make_queries, sample_negatives
-from benchmark.kge.evaluation import decoder_scorer
+from benchmark.kge import (
+    LOSSES, DECODERS, FilterIndex, evaluate_filtered, kge_loss, make_queries, mean_softmax_log_probs, sample_negatives,
+    split_kge_loss, views_scorer,
+)
+from benchmark.kge.evaluation import ScoreFn
 from benchmark.registry import TASKS
 from benchmark.tasks.base import Task
 
@@ -38,6 +49,9 @@ class KGEClientModel(Protocol):
     decoder: nn.Module
 
     def entity_vectors(self, client: Any) -> Tensor: ...
+
+
+View = tuple[nn.Module, Tensor]  # (decoder holding relations, entity table [n_ent, d])
 
 
 @TASKS.register("kg_completion")
@@ -79,18 +93,49 @@ class KGCompletion(Task):
         """The client's training queries: every train triple and its inverse."""
         return make_queries(client.train_triples, client.num_relations, inverse=True)
 
+    @staticmethod
+    def views(model: Any, client: Any) -> list[View]:
+        """The model's scorers as ``(decoder, entity table)`` pairs: one for a fused model,
+        one per modality for a split model (``entity_views``)."""
+        if hasattr(model, "entity_views"):
+            return list(model.entity_views(client).values())
+        return [(model.decoder, model.entity_vectors(client))]
+
     def batch_loss(self, model: KGEClientModel, client: Any, queries: Tensor,
-                   generator: torch.Generator | None = None, entities: Tensor | None = None) -> Tensor:
+                   generator: torch.Generator | None = None,
+                   entities: Tensor | Sequence[View] | None = None) -> Tensor:
         """KGE loss of tail queries ``[B, 3]`` against uniform negatives over the client's
-        entities. ``entities`` (the model's entity table) may be passed to reuse it."""
-        ent = model.entity_vectors(client) if entities is None else entities
+        entities. ``entities`` (the model's entity table, or its list of views) may be
+        passed to reuse it. With several views every view scores the same negatives."""
+        if entities is None:
+            views = self.views(model, client)
+        elif isinstance(entities, Tensor):
+            views = [(model.decoder, entities)]
+        else:
+            views = list(entities)
         h, r, t = queries[:, 0], queries[:, 1], queries[:, 2]
-        dec = model.decoder
-        q = dec.query(ent[h], r)
-        pos = dec._score_pairs(q, ent[t])
-        neg = sample_negatives(len(queries), self.cfg.num_negatives, ent.shape[0], False, generator, "cpu").to(ent.device)
-        neg_scores = dec.score_query(q, ent, neg)
-        return kge_loss(self.cfg.loss, pos, neg_scores, neg == t.unsqueeze(1), self.cfg.temperature)
+        n_ent = views[0][1].shape[0]
+        device = views[0][1].device
+        neg = sample_negatives(len(queries), self.cfg.num_negatives, n_ent, False, generator, "cpu").to(device)
+        mask = neg == t.unsqueeze(1)
+        pos_all, neg_all = [], []
+        for dec, ent in views:
+            q = dec.query(ent[h], r)
+            pos_all.append(dec._score_pairs(q, ent[t]))
+            neg_all.append(dec.score_query(q, ent, neg))
+        if len(views) == 1:
+            return kge_loss(self.cfg.loss, pos_all[0], neg_all[0], mask, self.cfg.temperature)
+        return split_kge_loss(self.cfg.loss, pos_all, neg_all, mask, self.cfg.temperature)
+
+    @staticmethod
+    def candidate_log_probs(views: Sequence[View], queries: Tensor, candidates: Tensor) -> Tensor:
+        """``[B, N]`` log-probabilities of the model over per-query candidate ids
+        ``candidates`` ``[B, N]`` (log-softmax of one view's scores, or the log of the
+        averaged per-view softmax): what a distillation term (KL between two models'
+        candidate distributions) compares, for fused and split models alike."""
+        h, r = queries[:, 0], queries[:, 1]
+        scores = [dec.score_query(dec.query(ent[h], r), ent, candidates) for dec, ent in views]
+        return mean_softmax_log_probs(scores)
 
     def loss(self, model: nn.Module, client: ClientData) -> Tensor:
         """Full-batch loss over all training queries (algorithms use ``batch_loss``)."""
@@ -102,15 +147,20 @@ class KGCompletion(Task):
         """{val, test: {mrr, hits@1, hits@3, hits@10, n = triples}}, filtered, both directions."""
         was_training = model.training
         model.eval()
-        ent = model.entity_vectors(client)  # type: ignore[operator]
+        views = self.views(model, client)
         model.train(was_training)
-        return self.scores_from_entities(model.decoder, ent, client)  # type: ignore[arg-type]
+        return self.scores_from_scorer(views_scorer(views), client)
 
     @torch.no_grad()
     def scores_from_entities(self, decoder: nn.Module, ent: Tensor, client: Any) -> dict[str, dict[str, float]]:
         """The evaluation given an entity table ``[n_ent, d]`` and the client's decoder."""
+        return self.scores_from_scorer(views_scorer([(decoder, ent)]), client)
+
+    @torch.no_grad()
+    def scores_from_scorer(self, score: ScoreFn, client: Any) -> dict[str, dict[str, float]]:
+        """The evaluation given a ``score(h, r) -> [B, n_ent]`` over the client's entities
+        (local ids): filtered by all of the client's known triples, both directions."""
         index = FilterIndex(client.known_triples(), client.num_entities, client.num_relations)
-        score = decoder_scorer(decoder, ent)
         out: dict[str, dict[str, float]] = {}
         for split in ("val", "test"):
             triples = client.split_triples(split)

@@ -19,11 +19,13 @@ Options: the partition section names ``relation_id``; the missing section names
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from benchmark import registry as R
 from benchmark.config import RunConfig
@@ -33,8 +35,11 @@ from benchmark.registry import MASKERS
 from data_prep.kg.dataset import KGDataset
 from data_prep.kg.federation import KGClientData, make_kg_client
 from data_prep.partition import seeded_rng
-from data_prep.partition.dirichlet_items import build_client_modalities, client_item_features, fill_unavailable
-from data_prep.partition.relation_id import KGClient, KGPartition, partition_stats
+from data_prep.partition.dirichlet_items import (
+    build_client_modalities, client_item_features, cross_client_cosine, cross_client_jaccard, fill_unavailable,
+    text_token_sets,
+)
+from data_prep.partition.relation_id import KGClient, KGPartition, partition_stats, resolve_seed
 
 KG_ARTIFACT_VERSION = 1
 KG_FILLS = ("random", "zeros")
@@ -49,12 +54,17 @@ class KGItemMissing:
         alpha: float = field(default=0.1, metadata={"help": "Dirichlet concentration of the per-entity item dealing"})
         partitioned: bool = field(default=True, metadata={"help": "deal items (true) or give every holder all of them"})
         rate: float = field(default=0.5, metadata={"help": "availability probability r per (client, entity, modality)"})
+        modalities: str = field(default="all", metadata={"help": "item modalities the clients get (structure is always "
+                                                                 "kept): all, or '+'-joined names such as text+visual; "
+                                                                 "'visual' is image, else the numeric stand-in"})
 
         def __post_init__(self) -> None:
             if self.alpha <= 0:
                 raise ConfigError(f"missing.alpha must be > 0, got {self.alpha}")
             if not 0.0 <= self.rate <= 1.0:
                 raise ConfigError(f"missing.rate must be in [0, 1], got {self.rate}")
+            if not self.modalities or any(not m.strip() for m in self.modalities.split("+")):
+                raise ConfigError(f"missing.modalities must be 'all' or '+'-joined modality names, got '{self.modalities}'")
 
     def __init__(self, cfg: "KGItemMissing.Config | None" = None, seed: int = 0) -> None:
         self.cfg = cfg if cfg is not None else self.Config()
@@ -65,6 +75,30 @@ class KGItemMissing:
         """Graph datasets have no items to deal: using this masker there is a config error."""
         raise ConfigError("missing 'kg_items' applies to knowledge-graph datasets only "
                           "(synthetic_kg, fb15k237, fb15k237_small); use node_level for graphs")
+
+
+VISUAL_SLOT = ("image", "numeric")  # the paper's visual modality, else its offline stand-in (KG_DATA.md)
+
+
+def select_modalities(dataset: KGDataset, spec: str) -> KGDataset:
+    """The dataset with only the item modalities ``spec`` names (Table IV's S+rD / S+rV
+    ablation); ``all`` returns it unchanged. Dropping a modality here, before partition
+    and dealing, means no client ever sees it, as if the KG had none."""
+    if spec == "all":
+        return dataset
+    keep: list[str] = []
+    for name in (m.strip() for m in spec.split("+")):
+        if name == "visual":
+            name = next((m for m in VISUAL_SLOT if m in dataset.modalities), name)
+        if name not in dataset.modalities:
+            raise ConfigError(f"missing.modalities names '{name}', which dataset '{dataset.name}' lacks; "
+                              f"it has: {', '.join(dataset.modalities) or '(none)'} (and 'visual' = {'/'.join(VISUAL_SLOT)})")
+        if name not in keep:
+            keep.append(name)
+    return dataclasses.replace(
+        dataset, item_feats={m: dataset.item_feats[m] for m in keep},
+        item_entity={m: dataset.item_entity[m] for m in keep},
+        item_text={m: t for m, t in dataset.item_text.items() if m in keep})
 
 
 def _kg_keys(dataset: KGDataset, cfg: RunConfig, part_params: dict[str, Any], mask_params: dict[str, Any]) -> tuple[str, str]:
@@ -112,15 +146,19 @@ def assemble_kg(dataset: KGDataset, art: dict[str, Any], cfg: RunConfig, key: st
     fill = cfg.missing.fill
     mods = dataset.modalities
     clients: list[KGClientData] = []
+    natural: dict[str, list[tuple[Tensor, Tensor]]] = {m: [] for m in mods}  # (item mean, has any item) per client
     for cid, c in enumerate(art["clients"]):
         ents = c["entities"].long()
         avail = c["available"].bool()
         gen = torch.Generator().manual_seed(int(seeded_rng(cfg.seed, f"kg_fill/{cid}").integers(2**62)))
         feats = {}
         for j, m in enumerate(mods):
-            x, _ = client_item_features(dataset.item_feats[m], dataset.item_entity[m], c["items"][m].long(), ents)
+            x, has = client_item_features(dataset.item_feats[m], dataset.item_entity[m], c["items"][m].long(), ents)
+            natural[m].append((x, has))
             feats[m] = fill_unavailable(x, avail[:, j], fill, gen)
         clients.append(make_kg_client(cid, ents, c["relations"], (c["train"], c["valid"], c["test"]), feats, avail))
+    similarity = cross_client_similarity(dataset, art, natural)
+    del natural
     part = KGPartition([KGClient(i, c["relations"], c["entities"], c["train"], c["valid"], c["test"])
                         for i, c in enumerate(art["clients"])], dataset.num_entities, dataset.num_relations)
     rows = [{
@@ -134,11 +172,73 @@ def assemble_kg(dataset: KGDataset, art: dict[str, Any], cfg: RunConfig, key: st
         "dropped_nodes": int(dataset.num_entities - torch.unique(torch.cat([c.global_ids for c in clients])).numel()),
         "artifact_hash": key, "artifact_recipe": recipe, "artifact_reused": reused,
         "partition_info": {**art.get("partition_info", {}), **partition_stats(part)},
-        "missing_info": {"method": "kg_items", "fill": fill}, "dataset": dataset.name,
+        "missing_info": {"method": "kg_items", "fill": fill, "similarity": similarity}, "dataset": dataset.name,
         "num_nodes": dataset.num_entities, "num_edges": dataset.num_triples, "num_relations": dataset.num_relations,
     }
+    stats["summary"] = table_ii_lines(dataset, stats["partition_info"], similarity)
+    pooled = pooled_kg_client(dataset, clients, fill, cfg.seed)
     return FederatedData(clients=list(clients), modalities=mods, feature_dims=dataset.feature_dims, num_classes=0,
-                         artifact_hash=key, num_global_nodes=dataset.num_entities, pooled=None, stats=stats)
+                         artifact_hash=key, num_global_nodes=dataset.num_entities, pooled=pooled, stats=stats)
+
+
+def cross_client_similarity(dataset: KGDataset, art: dict[str, Any],
+                            natural: dict[str, list[tuple[Tensor, Tensor]]]) -> dict[str, dict[str, float]]:
+    """Table II's S_m columns, on the dealt items before any availability mask: per modality
+    the mean cross-client cosine of the same entity's item-mean features (pairs where both
+    clients hold an item; the paper's S_v on ViT features), and for text modalities the
+    token Jaccard of the held strings (the paper's S_d). NaN where no pair qualifies."""
+    ents = [c["entities"].long() for c in art["clients"]]
+    out: dict[str, dict[str, float]] = {}
+    for m, per_client in natural.items():
+        out[m] = {"cosine": cross_client_cosine(ents, [x for x, _ in per_client], [h for _, h in per_client])}
+        if m in dataset.item_text:
+            sets = [text_token_sets(dataset.item_text[m], dataset.item_entity[m], c["items"][m].long())
+                    for c in art["clients"]]
+            out[m]["jaccard"] = cross_client_jaccard(ents, sets)
+    return out
+
+
+def table_ii_lines(dataset: KGDataset, info: dict[str, Any], similarity: dict[str, dict[str, float]]) -> list[str]:
+    """The paper's Table II row of this federation (what ``prepare`` prints under the
+    client table): mean relations / entities / triples per client, whether every pooled
+    triple is used once, and the cross-client feature similarity."""
+    used = info.get("total_triples", 0)
+    sims = ", ".join(f"{m} {k} {v:.3f}" for m, d in similarity.items() for k, v in d.items())
+    return [
+        f"Table II ({dataset.name}, {info.get('clients')} clients, relation shuffle seed {info.get('seed')}): "
+        f"mean relations {info.get('mean_relations', 0):.1f}, mean entities {info.get('mean_entities', 0):,.1f}, "
+        f"mean triples {info.get('mean_triples', 0):,.1f}",
+        f"triples used {used:,} of {dataset.num_triples:,} ({'all' if used == dataset.num_triples else 'NOT all'}), "
+        f"relations used {info.get('total_relations', 0)} of {dataset.num_relations}",
+        f"cross-client similarity of an entity's dealt items (before masking): {sims or 'no modality'}",
+    ]
+
+
+def pooled_kg_client(dataset: KGDataset, clients: list[KGClientData], fill: str, seed: int) -> KGClientData:
+    """The centralized view (MMCen): one client (cid -1) holding the union of every client's
+    triples, each kept in the split it has on its client (so the bound is tested on exactly
+    the federation's test triples), with global entity ids (the union of the clients'
+    entities, sorted), global relation ids, and complete, unpartitioned features: the mean
+    of *all* items of each entity, available wherever the entity has any item (no item
+    dealing, no Bernoulli mask). An entity with no item at all is naturally missing and
+    gets the configured fill, as on a client."""
+    ents = torch.unique(torch.cat([c.global_ids for c in clients])) if clients else torch.empty(0, dtype=torch.long)
+    rels = torch.unique(torch.cat([c.relations for c in clients])) if clients else torch.empty(0, dtype=torch.long)
+
+    def to_global(c: KGClientData, t: Tensor) -> Tensor:
+        return torch.stack([c.global_ids[t[:, 0]], c.relations[t[:, 1]], c.global_ids[t[:, 2]]], dim=1)
+
+    empty = torch.empty(0, 3, dtype=torch.long)
+    splits = tuple(torch.cat([empty] + [to_global(c, c.split_triples(s)) for c in clients])
+                   for s in ("train", "valid", "test"))
+    gen = torch.Generator().manual_seed(int(seeded_rng(seed, "kg_fill/pooled").integers(2**62)))
+    feats: dict[str, Tensor] = {}
+    avail = torch.zeros(len(ents), len(dataset.modalities), dtype=torch.bool)
+    for j, m in enumerate(dataset.modalities):
+        x, has = dataset.entity_features(m)
+        avail[:, j] = has[ents]
+        feats[m] = fill_unavailable(x[ents], avail[:, j], fill, gen)
+    return make_kg_client(-1, ents, rels, splits, feats, avail)  # type: ignore[arg-type]
 
 
 def build_kg_federation(cfg: RunConfig, dataset: KGDataset | None = None) -> FederatedData:
@@ -156,7 +256,13 @@ def build_kg_federation(cfg: RunConfig, dataset: KGDataset | None = None) -> Fed
         raise ConfigError(f"a KG dataset needs missing.name: kg_items, got '{cfg.missing.name}'")
     part_cls, part_cfg = _resolve(R.PARTITIONERS, cfg.partition, "partition")
     _, mask_cfg = _resolve(R.MASKERS, cfg.missing, "missing")
-    key, recipe = _kg_keys(dataset, cfg, _params(part_cfg), _params(mask_cfg))
+    dataset = select_modalities(dataset, mask_cfg.modalities)
+    if getattr(part_cfg, "seed", 0) is None:  # the dataset's canonical relation shuffle, hashed as the number it is
+        part_cfg = dataclasses.replace(part_cfg, seed=resolve_seed(None, dataset.name))
+    mask_params = _params(mask_cfg)
+    if mask_params.get("modalities") == "all":  # the default leaves existing artifact hashes unchanged
+        del mask_params["modalities"]
+    key, recipe = _kg_keys(dataset, cfg, _params(part_cfg), mask_params)
     path = artifact_path(cfg, key)
     art = _load_kg_artifact(path, cfg.partition.num_clients, len(dataset.modalities))
     reused = art is not None

@@ -5,10 +5,35 @@ Shuffle the relation ids with a seeded RNG and cut them into C (near-)equal grou
 relation is in group c. Clients therefore share entities but never relation types, which
 is the cross-silo setting of FedE and MMFeD3-HidE (Table II). Each client's triples are
 then split 8:1:1 into train/valid/test with a per-client seeded shuffle
-(``n_valid = round(0.1 n)``, ``n_test = round(0.1 n)``, the rest train).
+(``n_valid = round(0.1 n)``, ``n_test = round(0.1 n)``, the rest train). A client's
+entities are every entity of its triples (all three splits: they are what it embeds and
+what it ranks as candidates).
 
 By construction the mean number of relations per client is R / C and the mean number of
 triples is T / C exactly; the mean number of entities depends on the shuffle.
+
+Table II on FB15K-237 (the paper's FB15K-237-Fed3/5/10), and why the default seed is 2
+there. The paper's partition is one draw we cannot recover, so only its statistics can be
+matched. Mean relations (79.0 / 47.4 / 23.7) and triples (T / C; the paper's Fed3 value
+103,373.0 is one more than 310,116 / 3 = 103,372.0, its Fed5 and Fed10 values are T / C
+exactly) hold for any draw. Mean entities were 3.2 / 2.5 / 1.7% above the paper's
+12,595.3 / 11,260.4 / 8,340.1 at seed 0. Measured over seeds 0-999 (one shuffle per seed,
+cut into 3, 5 and 10 groups): our mean is +1.7 / +0.5 / +2.6% above the paper with a
+seed-to-seed spread (sd) of 1.2 / 1.7 / 2.7%, i.e. the paper sits at the 10th / 36th /
+17th percentile of draws. Other counting rules (means over seeds 0-199) are not better
+supported: entities of the client's train split only: -0.5 / -3.2 / -4.3%, fits Fed3 but
+misses Fed5 and Fed10 by about the seed spread; entities of the client's triples that
+come from the original FB15K-237 train file (as if the paper had not re-split): +0.3 /
+-1.9 / -1.9%; train + valid only: +0.7 / -1.1 / -0.6%, a rule with no rationale;
+consecutive relation ids without a shuffle: -19 / -26 / -37%. Rounding cannot matter
+(``array_split`` gives exactly 237 / C on average, as the paper's 47.4 and 23.7 do).
+Every rule stays within about one seed-spread of the paper, so the gap is the spread of a
+single draw rather than a counting rule, and the defensible fix keeps the natural count
+(all of a client's entities) and fixes FB15K-237's draw: ``CANONICAL_SEEDS`` gives it
+seed 2, the smallest seed whose 3-, 5- and 10-client partitions all lie within 2% of the
+paper (12,625.3 / 11,219.0 / 8,376.9 entities: +0.24 / -0.37 / +0.44%; 18% of seeds 0-999
+qualify). ``partition.seed`` overrides it; every other dataset defaults to seed 0.
+``tests/test_kg_table2.py`` checks these numbers on the real data.
 """
 
 from __future__ import annotations
@@ -109,7 +134,8 @@ def relation_id_partition(
 
 def partition_stats(part: KGPartition) -> dict[str, float]:
     """The paper's Table II columns: client count and mean relations / entities / triples
-    per client, plus spreads and the share of entities held by more than one client."""
+    per client, plus spreads, the share of entities held by more than one client and the
+    totals (every pooled triple and relation must be used exactly once)."""
     rel = np.array([len(c.relations) for c in part.clients], dtype=np.float64)
     ent = np.array([len(c.entities) for c in part.clients], dtype=np.float64)
     tri = np.array([c.num_triples for c in part.clients], dtype=np.float64)
@@ -127,7 +153,18 @@ def partition_stats(part: KGPartition) -> dict[str, float]:
         "min_triples": float(tri.min()),
         "max_triples": float(tri.max()),
         "shared_entity_fraction": float((holders[present] > 1).double().mean()) if bool(present.any()) else 0.0,
+        "total_triples": int(tri.sum()),
+        "total_relations": int(rel.sum()),
     }
+
+
+#: the relation shuffle of a dataset when ``partition.seed`` is null (see the module docstring)
+CANONICAL_SEEDS: dict[str, int] = {"fb15k237": 2}
+
+
+def resolve_seed(seed: int | None, dataset_name: str) -> int:
+    """The configured seed, or the dataset's canonical one (0 for datasets without one)."""
+    return int(seed) if seed is not None else CANONICAL_SEEDS.get(dataset_name, 0)
 
 
 @PARTITIONERS.register("relation_id")
@@ -136,7 +173,7 @@ class RelationIdPartitioner:
 
     @dataclass
     class Config:
-        seed: int = field(default=0, metadata={"help": "seed of the relation shuffle and of the per-client splits"})
+        seed: int | None = field(default=None, metadata={"help": "seed of the relation shuffle and of the per-client splits; null = the dataset's canonical draw (fb15k237: 2, matching the paper's Table II; others: 0)"})
         train: float = field(default=0.8, metadata={"help": "share of each client's triples for training"})
         valid: float = field(default=0.1, metadata={"help": "share for validation"})
         test: float = field(default=0.1, metadata={"help": "share for testing"})
@@ -148,5 +185,5 @@ class RelationIdPartitioner:
         """Pool the dataset's train/valid/test triples and partition them."""
         c = self.config
         return relation_id_partition(dataset.all_triples(), dataset.num_relations, num_clients,
-                                     seed=c.seed, ratios=(c.train, c.valid, c.test),
+                                     seed=resolve_seed(c.seed, dataset.name), ratios=(c.train, c.valid, c.test),
                                      num_entities=dataset.num_entities)
