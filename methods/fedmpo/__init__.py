@@ -1,0 +1,1 @@
+"""FedMPO (missing-modality robust federated multimodal graph learning): see ``fedmpo.py``."""
