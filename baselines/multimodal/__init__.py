@@ -1,0 +1,1 @@
+"""Multimodal FL baselines adapted to graphs (the encoders feed the GNN): FedMAC, FedMVP, MH-pFLID, PEPSY."""
