@@ -108,9 +108,16 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from benchmark.config import parse_override
     from benchmark.sweep import load_suite, run_suite
 
+    from benchmark.report.kg_stats import is_stats_suite, run_stats_suite
+
     suite = load_suite(a.suite)
     overrides = dict(parse_override(o) for o in a.overrides)
-    records, ran = run_suite(suite, a.scale, a.jobs, a.results, a.retry_failed, overrides=overrides)
+    if is_stats_suite(suite):  # statistics of built federations (Table II): nothing to train
+        if overrides:
+            raise BenchmarkError(f"suite '{suite.name}' computes dataset statistics; --set does not apply")
+        records, ran = run_stats_suite(suite, a.scale, a.results, a.retry_failed)
+    else:
+        records, ran = run_suite(suite, a.scale, a.jobs, a.results, a.retry_failed, overrides=overrides)
     failed = [r for r in records if r.get("status") != "ok"]
     print(f"{suite.name}: {ran} cells run now, {len(records)} recorded, {len(failed)} failed")
     for r in failed[:10]:
@@ -149,26 +156,19 @@ def write_suite_tables(suite: Any, records: list[dict], scale: str, out: str) ->
 
 
 def write_suite_plots(suite: Any, records: list[dict], scale: str, out: str) -> list[Path]:
-    from benchmark.report.plots import robustness_plot
+    """Every figure of the suite's ``plots:`` (robustness curves, heatmaps; see report.plots)."""
+    from benchmark.report.plots import suite_plots
 
-    import inspect
-
-    from benchmark.errors import ConfigError, closest
-
-    allowed = [k for k in inspect.signature(robustness_plot).parameters if k not in ("records", "out_stem")]
-    paths: list[Path] = []
-    for spec in suite.spec.get("plots") or []:
-        spec = dict(spec)
-        name = spec.pop("name", f"{spec.get('metric', 'metric')}_vs_{spec.get('x', 'x')}")
-        for key in spec:
-            if key not in allowed:
-                raise ConfigError(f"suite '{suite.name}': unknown plot key '{key}'{closest(key, allowed)}; "
-                                  f"valid: name, {', '.join(allowed)}")
-        paths += robustness_plot(records, out_stem=Path(out) / f"{suite.name}_{scale}_{name}", **spec)
-    return paths
+    return suite_plots(suite.name, suite.spec.get("plots"), records, Path(out) / f"{suite.name}_{scale}")
 
 
 def cmd_table(a: argparse.Namespace) -> int:
+    from benchmark.report.kg_stats import is_stats_suite, run_stats_suite
+    from benchmark.sweep import load_suite
+
+    stats_suite = load_suite(a.suite)
+    if is_stats_suite(stats_suite):  # cheap to compute: build what the store lacks, then print
+        run_stats_suite(stats_suite, a.scale, a.results)
     suite, records, scale = _suite_records(a.suite, a.scale, a.results)
     for stem, md in write_suite_tables(suite, records, scale, a.out):
         print(md)

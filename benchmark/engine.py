@@ -72,6 +72,13 @@ def aggregate_scores(per_client: dict[int, dict[str, dict[str, float]]], split: 
     return {m: weighted_mean([per_client[c][split][m] for c in cids], weights) for m in names}
 
 
+def _pad_history(history: dict[str, list]) -> None:
+    """Give every curve one entry per round run (None where it was not measured)."""
+    n = len(history.get("round", []))
+    for curve in history.values():
+        curve.extend([None] * (n - len(curve)))
+
+
 @dataclass
 class SimState:
     """Everything that a checkpoint must hold to resume a run exactly."""
@@ -166,6 +173,22 @@ class Engine:
             per_client[c.cid] = sim.algo.evaluate(c, state, received)
         return per_client
 
+    def _record_extra_splits(self, sim: SimState, per_client: dict[int, dict[str, dict[str, float]]]) -> None:
+        """Per-round primary metric of every split besides val/test that all clients report
+        (e.g. a method's server and client views, ``val_server``/``val_client``), so that
+        convergence figures can be drawn from ``record["curves"]``; earlier rounds read None."""
+        if not per_client:
+            return
+        splits = [s for s in next(iter(per_client.values())) if s not in ("val", "test")]
+        metric = self.task.primary_metric
+        for split in splits:
+            if not all(split in pc and metric in pc[split] for pc in per_client.values()):
+                continue
+            key = f"{split}/{metric}"
+            curve = sim.history.setdefault(key, [])
+            curve.extend([None] * (len(sim.history["round"]) - 1 - len(curve)))
+            curve.append(aggregate_scores(per_client, split)[metric])
+
     def _setup_exchange(self, sim: SimState, raws: dict[int, RawDataFingerprint]) -> None:
         uploads = {}
         for c in self.train_clients:
@@ -235,6 +258,7 @@ class Engine:
                     score = val[self.task.primary_metric]
                     sim.history[primary].append(score)
                     sim.history[f"test/{self.task.primary_metric}"].append(test[self.task.primary_metric])
+                    self._record_extra_splits(sim, per_client)
                     bar.set_postfix({"val": f"{score:.3f}"})
                     if score > sim.best["score"]:
                         sim.best = {"score": score, "round": rnd, "val": val, "test": test,
@@ -245,6 +269,7 @@ class Engine:
                 else:
                     sim.history[primary].append(None)
                     sim.history[f"test/{self.task.primary_metric}"].append(None)
+                _pad_history(sim.history)
                 sim.next_round = rnd + 1
                 if cfg.train.checkpoint_every > 0 and sim.next_round % cfg.train.checkpoint_every == 0:
                     self._save_checkpoint(sim)

@@ -327,7 +327,12 @@ def submission_cells(sub: Submission, suite: Any, scale: str | None) -> list[Any
     scales = spec.get("scales") or {}
     for sc, over in list(scales.items()):
         scales[sc] = {k: v for k, v in (over or {}).items() if not str(k).startswith("algorithm")}
-    mine = Suite(name=suite.name, path=suite.path, spec=spec, grid=grid, seeds=list(suite.seeds))
+    grids = None
+    if suite.grids:  # list-form grid: swap the algorithm in each sub-grid
+        grids = [{"algorithm.name": [sub.name], **{k: v for k, v in g.items() if not k.startswith("algorithm.")}}
+                 for g in suite.grids]
+    mine = Suite(name=suite.name, path=suite.path, spec=spec, grid=grid, seeds=list(suite.seeds), grids=grids,
+                 axes=suite.axes)
     try:
         return mine.cells(scale)
     except BenchmarkError as e:

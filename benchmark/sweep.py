@@ -5,6 +5,20 @@ report layout. Each (grid point, seed) is a *cell* with a stable id; a cell whos
 is already in the store is skipped, so a killed sweep re-run does only what is missing.
 Workers append their own record the moment a cell finishes (atomic appends), so a kill
 loses at most the cells in flight.
+
+Two grid forms besides dotted config keys:
+
+* a *named axis*: a grid key without a dot that ``axes:`` defines. Each value is a label
+  whose config overrides live under ``axes.<key>.<label>``, with optional per-scale entries
+  (``tiny`` / ``small`` / ``paper``). A paper column such as "DY" is one label whose dataset
+  differs by scale (synthetic, an offline stand-in, the paper's data), so tables key on the
+  label and the cell id stays the same whatever the label maps to.
+* a *list of grids*: the cells are the union of each sub-grid's product (cells that two
+  sub-grids share run once), for one-factor-at-a-time sweeps such as "missing rate at alpha
+  0.5, then alpha at missing rate 0.3" without the full product.
+
+A cell whose algorithm does not declare the cell's task (``Algorithm.tasks``) is not run
+and not recorded: tables print N/A for it (see :func:`applicable`).
 """
 
 from __future__ import annotations
@@ -12,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import logging
 import os
 import traceback
 from dataclasses import dataclass, field
@@ -28,8 +43,10 @@ from benchmark.results import ResultStore, now_iso
 
 SUITES_DIR = Path(__file__).with_name("suites")
 SCALES = ("tiny", "small", "paper")
-SUITE_KEYS = ("name", "description", "base", "grid", "seeds", "scales", "default_scale", "table", "tables",
-              "plots", "track", "paper_note", "regress")
+SUITE_KEYS = ("name", "description", "base", "grid", "axes", "seeds", "scales", "default_scale", "table",
+              "tables", "plots", "track", "paper_note", "regress", "stats")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -48,6 +65,29 @@ class Cell:
                          sort_keys=True, default=str)
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
+    @property
+    def algorithm(self) -> str:
+        return str((self.config.get("algorithm") or {}).get("name", "fedavg"))
+
+    @property
+    def task(self) -> str:
+        return str((self.config.get("task") or {}).get("name", "node_cls"))
+
+
+def applicable(cell: Cell) -> bool:
+    """False when the cell's algorithm is registered and does not declare the cell's task.
+
+    Such a cell is N/A by definition (a prototype method has no link-prediction head): it is
+    neither run nor recorded as failed, and tables print N/A for it. An unregistered
+    algorithm counts as applicable, so its cell fails loudly instead of vanishing.
+    """
+    from benchmark import registry as R
+
+    R.load_plugins()
+    if cell.algorithm not in R.ALGORITHMS:
+        return True
+    return cell.task in tuple(getattr(R.ALGORITHMS.get(cell.algorithm), "tasks", ()) or ())
+
 
 @dataclass
 class Suite:
@@ -56,6 +96,12 @@ class Suite:
     spec: dict[str, Any]
     grid: dict[str, list[Any]] = field(default_factory=dict)
     seeds: list[int] = field(default_factory=lambda: [0])
+    # A paper table is often not one product (S-Ind takes no imputer; a sensitivity figure
+    # varies one hyperparameter at a time), so ``grid`` may be a list of sub-grids whose
+    # products are unioned. ``grid`` above is then the merged view (every key, every value).
+    grids: list[dict[str, list[Any]]] | None = None
+    # named axes: axis -> label -> config overrides (with optional per-scale entries)
+    axes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def default_scale(self) -> str:
@@ -64,23 +110,45 @@ class Suite:
     def results_path(self, results_dir: str | Path, scale: str) -> Path:
         return Path(results_dir) / self.name / f"{scale}.jsonl"
 
-    def cells(self, scale: str | None = None) -> list[Cell]:
-        """Every (grid point x seed) cell, each config validated before anything runs."""
+    def _axis_overrides(self, key: str, label: Any, scale: str) -> dict[str, Any]:
+        """Config overrides of one named-axis label at one scale (common part, then the scale's)."""
+        entry = self.axes[key][str(label)] or {}
+        common = {k: v for k, v in entry.items() if k not in SCALES}
+        return deep_merge(expand_dotted(common), expand_dotted(entry.get(scale) or {}))
+
+    def cells(self, scale: str | None = None, validate: bool = True) -> list[Cell]:
+        """Every (grid point x seed) cell, each config validated before anything runs.
+
+        Merge order (later wins): base, scales[scale], named-axis labels (in grid order),
+        dotted grid values, seed. ``validate=False`` skips building the configs (for callers
+        that check cells one by one).
+        """
         scale = scale or self.default_scale
         if scale not in SCALES:
             raise ConfigError(f"unknown scale '{scale}'{closest(scale, SCALES)}; valid: {', '.join(SCALES)}")
         scales = self.spec.get("scales") or {}
         base = deep_merge(expand_dotted(self.spec.get("base") or {}), expand_dotted(scales.get(scale) or {}))
-        keys = list(self.grid)
-        out = []
-        for values in itertools.product(*(self.grid[k] for k in keys)):
-            params = dict(zip(keys, values))
-            for seed in self.seeds:
-                cfg = deep_merge(base, expand_dotted(params))
-                cfg["seed"] = seed
-                out.append(Cell(self.name, scale, params, seed, cfg))
-        for c in out:
-            build_run_config(c.config)  # fail on a bad key before any cell runs
+        out: list[Cell] = []
+        seen: set[str] = set()
+        for grid in self.grids or [self.grid]:
+            keys = list(grid)
+            for values in itertools.product(*(grid[k] for k in keys)):
+                params = dict(zip(keys, values))
+                over: dict[str, Any] = {}
+                for k, v in params.items():
+                    if k in self.axes:
+                        over = deep_merge(over, self._axis_overrides(k, v, scale))
+                over = deep_merge(over, expand_dotted({k: v for k, v in params.items() if k not in self.axes}))
+                for seed in self.seeds:
+                    cfg = deep_merge(base, over)
+                    cfg["seed"] = seed
+                    cell = Cell(self.name, scale, params, seed, cfg)
+                    if cell.cell_id not in seen:  # sub-grids may overlap
+                        seen.add(cell.cell_id)
+                        out.append(cell)
+        if validate:
+            for c in out:
+                build_run_config(c.config)  # fail on a bad key before any cell runs
         return out
 
 
@@ -96,19 +164,66 @@ def find_suite(name_or_path: str) -> Path:
     raise ConfigError(f"unknown suite '{name_or_path}'{closest(name_or_path, names)}; valid: {', '.join(names)}")
 
 
+def _check_axes(path: Path, axes: Any) -> dict[str, dict[str, Any]]:
+    """``axes:`` maps an axis name (no dot) to labels, each a mapping of config overrides."""
+    if not isinstance(axes, dict):
+        raise ConfigError(f"{path}: 'axes' must map an axis name to {{label: config overrides}}")
+    out: dict[str, dict[str, Any]] = {}
+    for name, labels in axes.items():
+        if "." in str(name):
+            raise ConfigError(f"{path}: axis name '{name}' must not contain a dot (dotted keys are config keys)")
+        if not isinstance(labels, dict) or not labels:
+            raise ConfigError(f"{path}: axes.{name} must map labels to config overrides")
+        for label, entry in labels.items():
+            if entry is not None and not isinstance(entry, dict):
+                raise ConfigError(f"{path}: axes.{name}.{label} must be a mapping of config overrides")
+            for sc in SCALES:
+                if entry and entry.get(sc) is not None and not isinstance(entry[sc], dict):
+                    raise ConfigError(f"{path}: axes.{name}.{label}.{sc} must be a mapping of config overrides")
+        out[str(name)] = {str(label): entry for label, entry in labels.items()}
+    return out
+
+
+_TOP_KEYS = ("seed", "dataset", "partition", "missing", "split", "task", "model", "algorithm", "train", "output")
+
+
+def _check_axis_values(path: Path, grid: dict[str, list[Any]], axes: dict[str, dict[str, Any]]) -> None:
+    """Every value of an axis key must be a defined label; a dotless key must be an axis."""
+    for key, values in grid.items():
+        if key in axes:
+            for v in values:
+                if str(v) not in axes[key]:
+                    raise ConfigError(f"{path}: grid value '{v}' of axis '{key}' is not defined under axes.{key}"
+                                      f"{closest(str(v), list(axes[key]))}; defined: {', '.join(axes[key])}")
+        elif "." not in key and key not in _TOP_KEYS:
+            raise ConfigError(f"{path}: grid key '{key}' is neither a dotted config key nor an axis"
+                              f"{closest(key, list(axes))}; axes: {', '.join(axes) or '(none)'}")
+
+
 def load_suite(name_or_path: str) -> Suite:
     path = find_suite(name_or_path)
     spec = load_yaml(path)
     for k in spec:
         if k not in SUITE_KEYS:
             raise ConfigError(f"{path}: unknown suite key '{k}'{closest(k, SUITE_KEYS)}; valid: {', '.join(SUITE_KEYS)}")
-    grid = spec.get("grid") or {}
-    if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
-        raise ConfigError(f"{path}: 'grid' must map dotted config keys to non-empty lists")
+    axes = _check_axes(path, spec.get("axes") or {})
+    raw = spec.get("grid") or {}
+    grids = raw if isinstance(raw, list) and raw else [raw]
+    for g in grids:
+        if not isinstance(g, dict) or not all(isinstance(v, list) and v for v in g.values()):
+            raise ConfigError(f"{path}: 'grid' must map dotted config keys to non-empty lists "
+                              "(or be a list of such mappings, whose products are unioned)")
+        _check_axis_values(path, g, axes)
+    grid: dict[str, list[Any]] = {}
+    for g in grids:
+        for k, values in g.items():
+            grid.setdefault(k, [])
+            grid[k] += [v for v in values if v not in grid[k]]
     seeds = spec.get("seeds", [0])
     if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
         raise ConfigError(f"{path}: 'seeds' must be a list of integers")
-    return Suite(name=spec.get("name", path.stem), path=path, spec=spec, grid=grid, seeds=seeds)
+    return Suite(name=spec.get("name", path.stem), path=path, spec=spec, grid=grid, seeds=seeds,
+                 grids=grids if isinstance(raw, list) and raw else None, axes=axes)
 
 
 def _failed_record(cell: Cell, reason: str, rnd: int = -1) -> dict[str, Any]:
@@ -146,6 +261,13 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     store = ResultStore(suite.results_path(results_dir, scale))
     existing = store.read()
     done = {r["cell_id"] for r in existing if r.get("status") == "ok" or not retry_failed}
+    na = [c for c in cells if not applicable(c)]
+    if na:
+        pairs = sorted({f"{c.algorithm}/{c.task}" for c in na})
+        log.info("%s[%s]: %d cells N/A (algorithm not defined for the task), not run: %s",
+                 suite.name, scale, len(na), ", ".join(pairs))
+    na_ids = {c.cell_id for c in na}
+    cells = [c for c in cells if c.cell_id not in na_ids]
     todo = [c for c in cells if c.cell_id not in done]
     jobs = max(1, min(jobs, len(todo) or 1))
     # FEDMM_THREADS pins torch threads per cell: on a shared or small machine one thread per

@@ -329,3 +329,132 @@ def round_curve_plot(
     _legend_below(ax, len(hues))
     return _save(fig, out_stem)
 
+
+
+def _sorted_values(values: Sequence[Any]) -> list[Any]:
+    """Distinct values, numbers ascending, then text in first-seen order."""
+    distinct = list(dict.fromkeys(values))
+    nums = [v for v in distinct if not isinstance(value_key(v), str)]
+    text = [v for v in distinct if isinstance(value_key(v), str)]
+    return sorted(nums, key=lambda v: value_key(v)) + text
+
+
+def heatmap_plot(
+    records: Sequence[Mapping[str, Any]],
+    x: str,
+    y: str,
+    metric: str,
+    *,
+    out_stem: str | Path,
+    title: str = "",
+    filters: Mapping[str, Any] | None = None,
+    percent: bool = True,
+    annotate: bool = True,
+    x_label: str | None = None,
+    y_label: str | None = None,
+    cmap: str = "viridis",
+) -> list[Path]:
+    """Mean ``metric`` over seeds on the ``x`` by ``y`` grid (a sensitivity heatmap, e.g.
+    lambda_rec x lambda_route); write ``<out_stem>.png`` and ``.pdf`` and return both paths.
+
+    Grid values are the records' own (numbers ascending, equally spaced cells, so 0.01 and 1.0
+    sit one cell apart as in the papers' figures). A grid point without a successful seed is
+    hatched grey and labelled "failed" or "—", never coloured as a number. Cells are annotated
+    with the mean (and the sample std over seeds below it when there are several).
+    """
+    what = f"heatmap of {metric} over {x} x {y}"
+    if x == y:
+        raise ConfigError(f"{what}: x and y are the same key '{x}'")
+    frame = _prepare(records, [x, y], filters, what)
+    col = _metric_col(frame, metric, what)
+    selected, exclusions = select_records(frame, [x, y])
+    _log_exclusions(exclusions, what)
+    agg = aggregate(selected, [x, y], [col])
+    if not (agg["n"] > 0).any():
+        raise DataError(f"{what}: no successful record has '{col}'")
+    xs = _sorted_values(agg[x].tolist())
+    ys = _sorted_values(agg[y].tolist())
+    xi = {value_key(v): i for i, v in enumerate(xs)}
+    yi = {value_key(v): i for i, v in enumerate(ys)}
+    scale = 100.0 if percent else 1.0
+    mean = np.full((len(ys), len(xs)), np.nan)
+    std = np.full((len(ys), len(xs)), np.nan)
+    failed = np.zeros((len(ys), len(xs)), dtype=bool)
+    for rec in agg.to_dict("records"):
+        i, j = yi[value_key(rec[y])], xi[value_key(rec[x])]
+        if rec["n"] > 0:
+            mean[i, j] = rec["mean"] * scale
+            std[i, j] = rec["std"] * scale
+        elif rec["n_failed"] > 0:
+            failed[i, j] = True
+
+    with sns.axes_style("white"):
+        fig = Figure(figsize=(1.0 + 0.9 * max(len(xs), 3), 0.9 + 0.7 * max(len(ys), 3)), layout="constrained")
+        ax = fig.add_subplot()
+    masked = np.ma.masked_invalid(mean)
+    image = ax.imshow(masked, cmap=cmap, aspect="auto", origin="lower")
+    ax.set_facecolor("#d9d9d9")
+    lo, hi = float(np.nanmin(mean)), float(np.nanmax(mean))
+    if annotate:
+        mid = (lo + hi) / 2.0
+        for i in range(len(ys)):
+            for j in range(len(xs)):
+                if np.isnan(mean[i, j]):
+                    ax.text(j, i, "failed" if failed[i, j] else "—", ha="center", va="center", fontsize=7,
+                            color="black")
+                    continue
+                text = f"{mean[i, j]:.1f}" if percent else f"{mean[i, j]:.3g}"
+                if not np.isnan(std[i, j]):
+                    text += f"\n±{std[i, j]:.1f}" if percent else f"\n±{std[i, j]:.2g}"
+                ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                        color="white" if mean[i, j] < mid or hi == lo else "black")
+    ax.set_xticks(range(len(xs)))
+    ax.set_xticklabels([_hue_text(v, None) for v in xs])
+    ax.set_yticks(range(len(ys)))
+    ax.set_yticklabels([_hue_text(v, None) for v in ys])
+    ax.set_xlabel(x_label or key_label(x))
+    ax.set_ylabel(y_label or key_label(y))
+    bar = fig.colorbar(image, ax=ax, shrink=0.9)
+    bar.set_label(_y_label(metric, percent))
+    if title:
+        ax.set_title(title)
+    return _save(fig, out_stem)
+
+
+PLOT_KINDS = {"robustness": robustness_plot, "heatmap": heatmap_plot, "round_curve": round_curve_plot}
+
+
+def plot_kinds() -> dict[str, Any]:
+    """PLOT_KINDS plus the KG track's figures (``kg_figures`` draws with this module's helpers,
+    so it is imported here lazily rather than at the top)."""
+    from benchmark.report.kg_figures import KG_PLOT_KINDS
+
+    return {**PLOT_KINDS, **KG_PLOT_KINDS}
+
+
+def suite_plots(suite: str, specs: Sequence[Mapping[str, Any]] | None, records: Sequence[Mapping[str, Any]],
+                out_prefix: str | Path) -> list[Path]:
+    """Every figure of a suite's ``plots:`` section; each entry picks its function with ``kind``
+    (robustness, the default; heatmap; round_curve) and passes the other keys as its arguments.
+    Files are ``<out_prefix>_<name>.png/.pdf``."""
+    import inspect
+
+    paths: list[Path] = []
+    for raw in specs or []:
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"suite '{suite}': each plots entry must be a mapping, got {raw!r}")
+        spec = dict(raw)
+        kind = str(spec.pop("kind", "robustness"))
+        kinds = plot_kinds()
+        if kind not in kinds:
+            raise ConfigError(f"suite '{suite}': unknown plot kind '{kind}'{closest(kind, list(kinds))}; "
+                              f"valid: {', '.join(kinds)}")
+        fn = kinds[kind]
+        name = spec.pop("name", f"{spec.get('metric', 'metric')}_vs_{spec.get('x', 'x')}")
+        allowed = [k for k in inspect.signature(fn).parameters if k not in ("records", "out_stem")]
+        for key in spec:
+            if key not in allowed:
+                raise ConfigError(f"suite '{suite}': unknown {kind} plot key '{key}'{closest(key, allowed)}; "
+                                  f"valid: name, kind, {', '.join(allowed)}")
+        paths += fn(records, out_stem=f"{out_prefix}_{name}", **spec)
+    return paths

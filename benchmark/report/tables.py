@@ -6,6 +6,13 @@ wherever the spec gives paper numbers. Cells print mean +- sample std (ddof=1) o
 percent; best per sub-column bold, second underlined. Which records form a cell follows
 :mod:`benchmark.report.records` (latest recipe/protocol, failed seeds never averaged), and every
 exclusion or failure is footnoted so a reader never sees an average that hides something.
+
+Paper layouts mix tasks in one table (FedMPO Table 1: accuracy/F1 for node classification,
+AUC/AP for link prediction, R@5/MRR for retrieval), so ``column_metrics`` gives a column value
+its own metric subset. A method that does not declare a column's task (``Algorithm.tasks``,
+looked up in the registry) prints N/A there without any ``na:`` entry: the sweep never runs
+such a cell. Cost fields of the record (``seconds_per_round``, ``peak_memory_mb``, ...) can be
+listed as metrics for efficiency tables; they print unscaled, lower is better.
 """
 
 from __future__ import annotations
@@ -36,8 +43,20 @@ from benchmark.report.records import (
 VALID_KEYS = (
     "rows", "row_order", "row_labels", "columns", "column_order", "column_labels",
     "metrics", "metric_labels", "key_labels", "lower_is_better", "raw_metrics", "decimals",
-    "caption", "paper", "na", "filters",
+    "caption", "paper", "na", "filters", "column_metrics", "metric_decimals", "emphasis",
+    "title", "stem",  # read by the suite writer (cli.write_suite_tables); make_table takes title too
 )
+# Record fields usable as table metrics: name -> (record field, factor). Costs: printed
+# unscaled and ranked lower-is-better without listing them in raw_metrics / lower_is_better.
+RECORD_METRICS: dict[str, tuple[str, float]] = {
+    "seconds_per_round": ("seconds_per_round", 1.0),
+    "wall_time_s": ("wall_time_s", 1.0),
+    "peak_memory_mb": ("peak_memory_mb", 1.0),
+    "bytes_per_round": ("bytes_per_round", 1.0),
+    "kb_per_round": ("bytes_per_round", 1.0 / 1024),
+    "mb_per_round": ("bytes_per_round", 1.0 / 2**20),
+}
+PAPER_NA = ("N/A", "n/a", "NA")
 _UPPER_TOKENS = {"auc", "ap", "f1", "mae", "mse", "rmse", "mrr", "ndcg", "roc", "pr", "acc"}
 
 RowKey = tuple[Hashable, ...]
@@ -73,6 +92,21 @@ class _Spec:
     paper_raw: dict[Hashable, Any]
     na: dict[Hashable, set[str]]
     filters: dict[str, Any]
+    column_metrics: dict[Hashable, list[str]] = field(default_factory=dict)
+    metric_decimals: dict[str, int] = field(default_factory=dict)
+    paper_na: set[tuple[RowKey, RowKey, str]] = field(default_factory=set)
+    emphasis: bool = True  # bold best / underline second; off for tables of statistics
+
+    def group_metrics(self, group: RowKey) -> list[str]:
+        """The metrics a column group shows: those of the first group value that column_metrics
+        names, else all."""
+        for nk in group:
+            if nk in self.column_metrics:
+                return self.column_metrics[nk]
+        return self.metrics
+
+    def places(self, metric: str) -> int:
+        return self.metric_decimals.get(metric, self.decimals)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,8 +166,13 @@ def _number(value: Any, where: str) -> float:
 
 
 def _flatten_paper(paper: Mapping[Any, Any], n_rows: int, n_cols: int, metrics: list[str],
-                   raw: dict[Hashable, Any]) -> dict[tuple[RowKey, RowKey, str], float]:
-    """Nested ``row -> [column ->] metric -> number`` (one level per row/column key) to a flat dict."""
+                   raw: dict[Hashable, Any],
+                   na: set[tuple[RowKey, RowKey, str]] | None = None) -> dict[tuple[RowKey, RowKey, str], float]:
+    """Nested ``row -> [column ->] metric -> number`` (one level per row/column key) to a flat dict.
+
+    A value "N/A" records that the paper reports the method as not applicable there (into
+    ``na``), which the table prints as such instead of a dash.
+    """
     out: dict[tuple[RowKey, RowKey, str], float] = {}
     depth = n_rows + n_cols
     levels = "row" if not n_cols else "row -> column"
@@ -149,7 +188,12 @@ def _flatten_paper(paper: Mapping[Any, Any], n_rows: int, n_cols: int, metrics: 
                                       f"metrics: {', '.join(metrics)}")
                 if value is None:
                     continue
-                out[(tuple(path[:n_rows]), tuple(path[n_rows:]), metric)] = _number(value, f"{where}[{metric}]")
+                key = (tuple(path[:n_rows]), tuple(path[n_rows:]), metric)
+                if isinstance(value, str) and value.strip() in PAPER_NA:
+                    if na is not None:
+                        na.add(key)
+                    continue
+                out[key] = _number(value, f"{where}[{metric}]")
             return
         for key, child in node.items():
             nk = value_key(key)
@@ -198,7 +242,29 @@ def _parse_spec(spec: Any) -> _Spec:
                                   f"{closest(str(m), metrics)}; metrics: {', '.join(metrics)}")
         na[value_key(row)] = set(listed)
     paper_raw: dict[Hashable, Any] = {}
-    paper = _flatten_paper(_mapping(spec, "paper"), len(rows), len(columns), metrics, paper_raw)
+    paper_na: set[tuple[RowKey, RowKey, str]] = set()
+    paper = _flatten_paper(_mapping(spec, "paper"), len(rows), len(columns), metrics, paper_raw, paper_na)
+    column_metrics: dict[Hashable, list[str]] = {}
+    for value, listed in _mapping(spec, "column_metrics").items():
+        if not columns:
+            raise ConfigError("table.column_metrics needs table.columns")
+        listed = [listed] if isinstance(listed, str) else listed
+        if not isinstance(listed, list) or not listed:
+            raise ConfigError(f"table.column_metrics[{value}] must be a non-empty list of metrics")
+        for m in listed:
+            if m not in metrics:
+                raise ConfigError(f"table.column_metrics[{value}] names metric '{m}' that is not in table.metrics"
+                                  f"{closest(str(m), metrics)}; metrics: {', '.join(metrics)}")
+        column_metrics[value_key(value)] = [m for m in metrics if m in listed]  # table order
+    metric_decimals: dict[str, int] = {}
+    for m, d in _mapping(spec, "metric_decimals").items():
+        if m not in metrics:
+            raise ConfigError(f"table.metric_decimals names metric '{m}' that is not in table.metrics"
+                              f"{closest(str(m), metrics)}; metrics: {', '.join(metrics)}")
+        if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d <= 6:
+            raise ConfigError(f"table.metric_decimals[{m}] must be an integer from 0 to 6, got {d!r}")
+        metric_decimals[str(m)] = d
+    costs = {m for m in metrics if m in RECORD_METRICS}
     return _Spec(
         rows=rows,
         columns=columns,
@@ -209,15 +275,26 @@ def _parse_spec(spec: Any) -> _Spec:
         column_labels={value_key(k): str(v) for k, v in _mapping(spec, "column_labels").items()},
         metric_labels=metric_labels,
         key_labels={str(k): str(v) for k, v in _mapping(spec, "key_labels").items()},
-        lower_is_better=_metric_subset(spec, "lower_is_better", metrics),
-        raw_metrics=_metric_subset(spec, "raw_metrics", metrics),
+        lower_is_better=_metric_subset(spec, "lower_is_better", metrics) | costs,
+        raw_metrics=_metric_subset(spec, "raw_metrics", metrics) | costs,
         decimals=decimals,
         caption=caption.strip(),
         paper=paper,
         paper_raw=paper_raw,
         na=na,
         filters=dict(_mapping(spec, "filters")),
+        column_metrics=column_metrics,
+        metric_decimals=metric_decimals,
+        paper_na=paper_na,
+        emphasis=_emphasis(spec),
     )
+
+
+def _emphasis(spec: Mapping[str, Any]) -> bool:
+    value = spec.get("emphasis", True)
+    if not isinstance(value, bool):
+        raise ConfigError(f"table.emphasis must be true or false, got {value!r}")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,6 +435,11 @@ class _Layout:
                 parts.append(f"{key_label(key, self.spec.key_labels)}={_fmt_value(self.raw.get(nk, nk))}")
         return " / ".join(parts)
 
+    def shown_cells(self) -> list[_Cell]:
+        """The cells the table prints (column_metrics hides a group's other metrics)."""
+        return [self.cells[(row, group, metric)] for row in self.rows for group, metric, is_paper in self.subcols
+                if not is_paper]
+
     def cell_label(self, row: RowKey, group: RowKey) -> str:
         text = " / ".join(self.row_label(nk) for nk in row)
         return f"{text} @ {self.group_label(group)}" if group else text
@@ -376,7 +458,8 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
     known = [c for c in frame.attrs.get("metric_keys", [])]
     for m, col in zip(spec.metrics, metric_cols):
         if col not in frame.columns:
-            if (frame["status"] == "ok").any():
+            # with column_metrics a metric may belong to groups that have no records yet
+            if (frame["status"] == "ok").any() and not spec.column_metrics:
                 names = [c.split("/", 1)[1] if c.startswith("test/") else c for c in known]
                 raise ConfigError(f"table metric '{m}' (column '{col}') is in no record{closest(m, names)}; "
                                   f"metrics in the records: {', '.join(names) or '(none)'}")
@@ -419,13 +502,14 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
     }
     failures: dict[tuple[RowKey, RowKey], tuple[int, int, str]] = {}
     cells: dict[tuple[RowKey, RowKey, str], _Cell] = {}
+    undeclared = _undeclared_cells(records, frame, spec, rows, groups)
     for row in rows:
         na_metrics = set().union(*(spec.na.get(nk, set()) for nk in row))
         for group in groups:
             for metric in spec.metrics:
                 rec = by_cell.get((row, group, metric))
                 has_excl = (row, group) in excluded
-                if metric in na_metrics:
+                if metric in na_metrics or (row, group) in undeclared:
                     cell = _Cell("na")
                 elif rec is None or rec["n_ok"] + rec["n_failed"] == 0:
                     cell = _Cell("missing")
@@ -446,26 +530,26 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
     for group in groups:
         for metric in spec.metrics:
             values = [cells[(r, group, metric)] for r in rows if cells[(r, group, metric)].kind == "value"]
-            if len(values) < 2:
+            if len(values) < 2 or not spec.emphasis:
                 continue
             sign = 1.0 if metric in spec.lower_is_better else -1.0
-            distinct = sorted({round(c.mean, spec.decimals) * sign for c in values})
+            distinct = sorted({round(c.mean, spec.places(metric)) * sign for c in values})
             for c in values:
-                shown = round(c.mean, spec.decimals) * sign
+                shown = round(c.mean, spec.places(metric)) * sign
                 c.rank = 1 if shown == distinct[0] else 2 if len(distinct) > 1 and shown == distinct[1] else 0
 
     subcols: list[tuple[RowKey, str, bool]] = []
     for group in groups:
-        for metric in spec.metrics:
+        for metric in spec.group_metrics(group):
             subcols.append((group, metric, False))
-            if any(k[1] == group and k[2] == metric for k in spec.paper):
+            if any(k[1] == group and k[2] == metric for k in [*spec.paper, *spec.paper_na]):
                 subcols.append((group, metric, True))
 
     layout = _Layout(spec, rows, groups, cells, subcols, raw, excluded, failures)
     out_rows = []
     for row in rows:
         for group in groups:
-            for metric in spec.metrics:
+            for metric in spec.group_metrics(group):
                 cell = cells[(row, group, metric)]
                 rec = by_cell.get((row, group, metric)) or {}
                 out_rows.append({
@@ -504,11 +588,16 @@ def _body(layout: _Layout, fmt: _Format) -> list[list[str]]:
         for group, metric, is_paper in layout.subcols:
             cell = layout.cells[(row, group, metric)]
             if is_paper:
+                # the paper's own number even where our method is N/A (and vice versa)
                 value = spec.paper.get((row, group, metric))
-                cells.append("N/A" if cell.kind == "na" else fmt.missing if value is None
-                             else f"{value:.{spec.decimals}f}")
+                if value is not None:
+                    cells.append(f"{value:.{spec.places(metric)}f}")
+                elif (row, group, metric) in spec.paper_na or cell.kind == "na":
+                    cells.append("N/A")
+                else:
+                    cells.append(fmt.missing)
             else:
-                cells.append(cell.render(fmt, spec.decimals))
+                cells.append(cell.render(fmt, spec.places(metric)))
         body.append(labels + cells)
         previous = row
     return body
@@ -523,7 +612,8 @@ def _sub_header(layout: _Layout, metric: str, is_paper: bool, fmt: _Format) -> s
 
 def _caption(layout: _Layout, title: str, fmt: _Format) -> str:
     spec = layout.spec
-    ns = sorted({c.attempted for c in layout.cells.values() if c.kind == "value"})
+    shown = layout.shown_cells()
+    ns = sorted({c.attempted for c in shown if c.kind == "value"})
     pct = [m for m in spec.metrics if m not in spec.raw_metrics]
     raw_m = [metric_label(m, spec.metric_labels) for m in spec.metrics if m in spec.raw_metrics]
     units = "Metrics in %" if pct else "Metrics"
@@ -536,7 +626,7 @@ def _caption(layout: _Layout, title: str, fmt: _Format) -> str:
     else:
         n_text = str(ns[0]) if ns[0] == ns[-1] else f"{ns[0]}{fmt.range_dash}{ns[-1]}"
         seeds = f"mean{fmt.pm}sample std (ddof={STD_DDOF}) over {n_text} seeds"
-        if any(c.kind == "value" and c.n == 1 for c in layout.cells.values()):
+        if any(c.kind == "value" and c.n == 1 for c in shown):
             seeds += "; cells with one successful seed show the mean only"
     parts = []
     if title:
@@ -544,7 +634,8 @@ def _caption(layout: _Layout, title: str, fmt: _Format) -> str:
     if spec.caption:
         parts.append(fmt.esc(spec.caption.rstrip(".")) + ".")
     parts.append(f"{fmt.esc(units)}: {seeds}.")
-    parts.append("Best per column in bold, second underlined.")
+    if spec.emphasis:
+        parts.append("Best per column in bold, second underlined.")
     if any(is_paper for _, _, is_paper in layout.subcols):
         parts.append("Columns marked (paper) give the numbers reported in the original paper.")
     return " ".join(parts)
@@ -567,7 +658,7 @@ def _footnotes(layout: _Layout, fmt: _Format) -> list[str]:
     if total:
         items = "; ".join(f"{layout.cell_label(*k)} ({nf} seeds: {reason})" for k, (nf, _, reason) in total)
         notes.append("failed: all seeds failed, " + fmt.esc(items) + ".")
-    kinds = {c.kind for c in layout.cells.values()}
+    kinds = {c.kind for c in layout.shown_cells()}
     if "na" in kinds:
         notes.append("N/A: metric not applicable to this method.")
     if "missing" in kinds:
@@ -629,10 +720,81 @@ def _latex(layout: _Layout, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _with_record_metrics(records: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> list[Mapping[str, Any]]:
+    """Copies of the records whose ``metrics`` also hold the cost fields the table lists."""
+    wanted = [m for m in metrics if m in RECORD_METRICS]
+    if not wanted:
+        return list(records)
+    out: list[Mapping[str, Any]] = []
+    for rec in records:
+        extra = {}
+        for m in wanted:
+            fld, factor = RECORD_METRICS[m]
+            value = rec.get(fld) if isinstance(rec, Mapping) else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and rec.get("status") == "ok":
+                extra[metric_column(m)] = float(value) * factor
+        out.append({**rec, "metrics": {**(rec.get("metrics") or {}), **extra}} if extra else rec)
+    return out
+
+
+def _record_task(rec: Mapping[str, Any]) -> str | None:
+    """The task a record ran: its task.name param, else its config (failed records may lack it)."""
+    params = rec.get("params") or {}
+    if "task.name" in params:
+        return str(params["task.name"])
+    task = ((rec.get("config") or {}).get("task") or {}).get("name")
+    return str(task) if task else None
+
+
+def _undeclared_cells(records: Sequence[Mapping[str, Any]], frame: pd.DataFrame, spec: _Spec,
+                      rows: list[RowKey], groups: list[RowKey]) -> set[tuple[RowKey, RowKey]]:
+    """(row, group) cells whose method does not declare the cell's task (printed N/A).
+
+    The method is the ``algorithm.name`` row or column value; the task is the ``task.name``
+    value when it is a row/column key, else the one task of the records that share the cell's
+    other keys (a column such as "DY" runs link prediction for every method). Unregistered
+    methods or an unknown / ambiguous task leave the cell alone.
+    """
+    keys = spec.rows + spec.columns
+    if "algorithm.name" not in keys:
+        return set()
+    from benchmark import registry as R
+
+    R.load_plugins()
+    a_pos = keys.index("algorithm.name")
+    t_pos = keys.index("task.name") if "task.name" in keys else None
+    tasks_by_rest: dict[tuple[Hashable, ...], set[str]] = {}
+    if t_pos is None:
+        for idx in frame.index:
+            task = _record_task(records[idx])
+            if task is None:
+                continue
+            nks = tuple(value_key(frame.at[idx, k]) for k in keys)
+            rest = nks[:a_pos] + nks[a_pos + 1:]
+            tasks_by_rest.setdefault(rest, set()).add(task)
+    out: set[tuple[RowKey, RowKey]] = set()
+    for row in rows:
+        for group in groups:
+            nks = row + group
+            alg = str(nks[a_pos])
+            if alg not in R.ALGORITHMS:
+                continue
+            if t_pos is not None:
+                task: str | None = str(nks[t_pos])
+            else:
+                found = tasks_by_rest.get(nks[:a_pos] + nks[a_pos + 1:], set())
+                task = next(iter(found)) if len(found) == 1 else None
+            declared = tuple(getattr(R.ALGORITHMS.get(alg), "tasks", ()) or ())
+            if task is not None and task not in declared:
+                out.add((row, group))
+    return out
+
+
 def make_table(records: Sequence[Mapping[str, Any]], spec: Mapping[str, Any], title: str = "") -> TableOutput:
     """Render ``records`` as a paper-style table following a suite's ``table:`` spec."""
     parsed = _parse_spec(spec)
-    layout, frame = _build(records, parsed)
+    title = title or str(spec.get("title") or "")
+    layout, frame = _build(_with_record_metrics(records, parsed.metrics), parsed)
     markdown, notes = _markdown(layout, title)
     return TableOutput(markdown=markdown, latex=_latex(layout, title), frame=frame, footnotes=notes)
 
