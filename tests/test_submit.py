@@ -131,3 +131,22 @@ def test_contract_requires_declared_upload_keys() -> None:
     sub = Submission(path=TEMPLATE, module_name="x", name="wrong", cls=WrongHook, sha256="0")
     with pytest.raises(SubmissionRejected, match=r"client_update must accept \(self, client, state, received, rnd\)"):
         check_contract(sub)
+
+
+def test_mixed_task_suite_runs_only_the_declared_tasks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The template declares node_cls only: in a suite crossing node_cls with link_pred its
+    link_pred cells are skipped (N/A in the table), not a reason to reject the suite."""
+    monkeypatch.setattr("benchmark.submit.os.cpu_count", lambda: 1)
+    suite = tmp_path / "submit_mixed.yaml"
+    suite.write_text(SUITE.replace("name: submit_test", "name: submit_mixed")
+                     .replace("  missing.rate: [0.0, 0.5]", "  task.name: [node_cls, link_pred]"))
+    results = tmp_path / "results"
+    try:
+        rc, out, err = _submit([str(TEMPLATE), "--suite", str(suite), "--results", str(results),
+                                "--out", str(tmp_path / "tables")], capsys)
+    finally:
+        R.ALGORITHMS.unregister("template")
+    assert rc == 0, err
+    records = [json.loads(line) for line in (results / "submit_mixed" / "tiny.jsonl").read_text().splitlines()]
+    assert [r["params"]["task.name"] for r in records] == ["node_cls"]
