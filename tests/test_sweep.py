@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from benchmark.config import build_run_config
@@ -98,3 +99,16 @@ def test_same_seed_identical_other_seed_other_partition(tmp_path):
     assert a["provenance"]["artifact_recipe"] == c["provenance"]["artifact_recipe"]
     assert a["client_sizes"] != c["client_sizes"]
     json.dumps(a)  # records are JSON-serializable as they are
+
+
+def test_only_selects_cells_by_grid_value_and_seed():
+    from benchmark.errors import ConfigError
+    from benchmark.sweep import load_suite, select_cells
+
+    cells = load_suite("ci").cells("tiny")
+    picked = select_cells(cells, {"algorithm.name": "fedavg", "seed": 1})
+    assert [(c.params["algorithm.name"], c.seed) for c in picked] == [("fedavg", 1), ("fedavg", 1)]
+    assert {c.params["missing.rate"] for c in picked} == {0.0, 0.6}
+    assert select_cells(cells, {}) == cells
+    with pytest.raises(ConfigError, match="not a grid key"):
+        select_cells(cells, {"missing.rat": 0.6})
