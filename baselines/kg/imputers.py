@@ -44,6 +44,7 @@ paper's bottleneck ratio instead of an identity-capable over-wide AE.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,7 +193,7 @@ def step_embedding(t: Tensor, dim: int = TIME_DIM) -> Tensor:
 # --------------------------------------------------------------------------- imputers
 
 
-class KGImputer(nn.Module):
+class KGImputer(nn.Module, ABC):
     """Base: ``forward(H, M) -> H~``; sets ``self.loss`` in training mode (see module doc).
 
     Subclasses give ``impute(x0) -> H_hat`` (the imputation, from the masked input) and
@@ -208,11 +209,13 @@ class KGImputer(nn.Module):
         self.drop = float(opts.drop)
         self.loss: Tensor | None = None
 
+    @abstractmethod
     def impute(self, x0: Tensor) -> Tensor:
-        raise NotImplementedError
+        """The completed hyper-modal rows."""
 
+    @abstractmethod
     def di_loss(self, K: Tensor, H: Tensor, M: Tensor, cached: Tensor | None) -> Tensor:
-        raise NotImplementedError
+        """The masked imputation loss on observed entries."""
 
     def hide_blocks(self, M: Tensor) -> Tensor:
         """``M`` with each observed modality block of each entity zeroed with probability

@@ -26,6 +26,8 @@ pre-training (seed Sec. IV-A).
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,9 +163,9 @@ class DualViewKG(KGAlgorithm):
             return -logp[:, 0].mean()
         return torch.stack([kge_loss(cfg.loss, p, n, mask, cfg.temperature) for p, n in scores]).mean()
 
+    @abstractmethod
     def distill(self, terms: DualTerms, state: dict, rnd: int) -> dict[str, Tensor]:
         """The algorithm's extra loss terms by name (already weighted)."""
-        raise NotImplementedError
 
     def batch_loss(self, client: KGClientData, cm: KGEClient, sm: KGEClient, queries: Tensor,
                    gen: torch.Generator, state: dict, rnd: int) -> tuple[Tensor, dict[str, float]]:
