@@ -12,15 +12,13 @@ import pytest
 import torch
 
 from baselines.kg.mmfedlu import DualTerms, candidate_log_probs, distill_kl
-from benchmark.engine import Engine
 from benchmark.errors import ConfigError
 from data_prep.build import build_federation
 from test_kg_track import kg_cfg, random_mrr
+from test_kg_imputers import ALLOWED, run
 
 torch.set_num_threads(1)
 
-ALLOWED = {"entity_ids", "entity", "num_train", "proj.text.weight", "proj.text.bias", "proj.image.weight",
-           "proj.image.bias", "fusion.logits"}
 HIDE = {"imputer": "hide", "diffusion_steps": 3}
 
 
@@ -32,11 +30,6 @@ def tmp(tmp_path_factory):
 @pytest.fixture(scope="module")
 def fed(tmp):
     return build_federation(kg_cfg(tmp))
-
-
-def run(tmp, fed, alg: str, rounds: int = 5, **params):
-    eng = Engine(kg_cfg(tmp, alg, rounds=rounds, algo_params=params), fed=fed)
-    return eng.run(), eng
 
 
 @pytest.fixture(scope="module")

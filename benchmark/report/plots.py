@@ -379,7 +379,7 @@ def heatmap_plot(
     scale = 100.0 if percent else 1.0
     mean = np.full((len(ys), len(xs)), np.nan)
     std = np.full((len(ys), len(xs)), np.nan)
-    failed = np.zeros((len(ys), len(xs)), dtype=bool)
+    failed = np.zeros((len(ys), len(xs)), dtype=np.bool_)
     for rec in agg.to_dict("records"):
         i, j = yi[value_key(rec[y])], xi[value_key(rec[x])]
         if rec["n"] > 0:
