@@ -86,6 +86,13 @@ def _figure_legend(fig: Figure, axes: np.ndarray) -> None:
         fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 5),
                    frameon=False, fontsize=8)
 
+def _finish(fig: Figure, axes: np.ndarray, title: str, out_stem: str | Path) -> list[Path]:
+    """The common tail of every KG figure: optional suptitle, one shared legend, PNG + PDF."""
+    if title:
+        fig.suptitle(title, fontsize=10)
+    _figure_legend(fig, axes)
+    return _save(fig, out_stem)
+
 
 def _metric_text(metric: str, percent: bool) -> str:
     text = metric_label(metric)
@@ -160,10 +167,7 @@ def facet_lines(
                 ax.set_ylabel(_metric_text(metrics[r], percent))
             if fv is not None and r == 0:
                 ax.set_title(_label(fv, facet_labels, facet), fontsize=9)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    _figure_legend(fig, axes)
-    return _save(fig, out_stem)
+    return _finish(fig, axes, title, out_stem)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,10 +250,7 @@ def sensitivity(
             ax.set_ylabel(_metric_text(metric, percent))
     if not drawn:
         raise DataError(f"{what}: no successful record has '{col}'")
-    if title:
-        fig.suptitle(title, fontsize=10)
-    _figure_legend(fig, axes)
-    return _save(fig, out_stem)
+    return _finish(fig, axes, title, out_stem)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,10 +316,7 @@ def rank_bars(
         ax.set_title(metric_label(metrics[c]), fontsize=9)
         if c == 0:
             ax.set_ylabel("score (%)" if percent else "score")
-    if title:
-        fig.suptitle(title, fontsize=10)
-    _figure_legend(fig, axes)
-    return _save(fig, out_stem)
+    return _finish(fig, axes, title, out_stem)
 
 
 # ---------------------------------------------------------------------------------------------
