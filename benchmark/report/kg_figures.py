@@ -86,6 +86,7 @@ def _figure_legend(fig: Figure, axes: np.ndarray) -> None:
         fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 5),
                    frameon=False, fontsize=8)
 
+
 def _finish(fig: Figure, axes: np.ndarray, title: str, out_stem: str | Path) -> list[Path]:
     """The common tail of every KG figure: optional suptitle, one shared legend, PNG + PDF."""
     if title:
