@@ -18,21 +18,11 @@ from baselines.advanced.fedlap import canonical_edges, laplacian, rayleigh_term
 from baselines.advanced.fedspa import DIFF, SAME, UNKNOWN, bias_weights, homophily_bias, pair_types
 from baselines.advanced.s2fgl import fgma_loss, frequency_bases, importance_scores, nlir_loss
 from benchmark.engine import Engine
-from data_prep.build import build_federation
+from test_advanced_fedpub_fedgta import _algo, small_fed  # noqa: F401 - shared module fixture
 from test_baselines import _cfg, majority_reference
 
 METHODS = ["fedlap", "s2fgl", "fedspa", "fediih"]
 
-
-@pytest.fixture(scope="module")
-def small_fed(tmp_path_factory):
-    cfg = _cfg("fedavg", tmp_path_factory.mktemp("cache"))
-    return cfg.output.cache_dir, build_federation(cfg)
-
-
-def _algo(name: str, cache, fed):  # noqa: ANN202
-    engine = Engine(_cfg(name, cache), fed=fed)
-    return engine, engine.algo_cls(engine.algo_cfg, engine._context())
 
 
 def _relabel(client, mask):  # noqa: ANN001, ANN202
