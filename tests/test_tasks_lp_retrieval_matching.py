@@ -189,3 +189,17 @@ def test_tiktok_link_prediction(tmp_path):
     assert rec["status"] == "ok", rec["error"]
     assert rec["metrics"]["test/auc"] > 0.55, rec["metrics"]
     assert sum(rec["client_sizes"]) > 1000  # held-out positive edges over the three clients
+
+
+@pytest.mark.parametrize("task", ["retrieval", "matching"])
+def test_fedgcn_scores_the_same_pairs_as_fedavg(tmp_path, task):
+    """FedGCN fills missing modalities from neighbours; on paired tasks it must still be scored on
+    the nodes' own observed pairs, or its gallery differs from every other method's."""
+    def run(algorithm: str) -> dict:
+        cfg = _cfg(tmp_path, {"name": task}, 1, algorithm=algorithm)
+        cfg = build_run_config({**cfg.to_dict(), "missing": {"name": "node_level", "rate": 0.5}})
+        return Engine(cfg).run()
+
+    gcn, avg = run("fedgcn"), run("fedavg")
+    assert gcn["status"] == "ok" and avg["status"] == "ok", (gcn["error"], avg["error"])
+    assert gcn["client_sizes"] == avg["client_sizes"]

@@ -13,6 +13,7 @@ from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
+from benchmark.tasks.paired import PairedModalityTask
 
 
 @dataclass
@@ -42,6 +43,19 @@ class FedGCN(FedAvg):
     own nodes and, with hops=2, of its remote neighbours, which join the client's graph as
     unlabeled nodes. Training is FedAvg on mean-aggregated inputs. Uploads are dense over
     all N nodes (the price of masking without another round); the ledger counts them.
+
+    Availability after the exchange: on node classification a modality counts as present
+    wherever some neighbour (or the node) held it, which is how FedGCN fills gaps. On the
+    paired tasks (retrieval, matching) the pairs that are trained and scored stay the
+    node's *own* observed pairs, as for every other method: counting neighbour-filled
+    modalities as pairs would score FedGCN on a different, larger set of pairs, built from
+    other nodes' features.
+
+    Caveat on retrieval: both views of a node are averages over the same neighbourhood, so
+    once training leaves the collapsed start the pair can be matched by graph position
+    rather than by content. On TikTok (small scale) this happened in one seed of three
+    (R@5 0.90 against 0.08 at chance for the others); the protocol allows it, since every
+    method's two views see the same graph, but read FedGCN's retrieval numbers with it.
     """
 
     Config = FedGCNConfig
@@ -110,6 +124,9 @@ class FedGCN(FedAvg):
             cnt = payload[f"setup.count.{m}"]
             features[m] = (payload[f"setup.sum.{m}"] / cnt.clamp_min(1).unsqueeze(1)).float()
             avail.append(cnt > 0)
+        available = torch.stack(avail, 1)
+        if isinstance(self.ctx.task, PairedModalityTask):
+            available[:n_own] = client.available  # score the node's own pairs only (see the class docstring)
         edge_index = client.edge_index
         if n_all > n_own:
             pos = {int(g): n_own + i for i, g in enumerate(rows[n_own:].tolist())}
@@ -123,7 +140,7 @@ class FedGCN(FedAvg):
 
         y = None if client.y is None else torch.cat([client.y, torch.zeros(n_all - n_own, dtype=client.y.dtype,
                                                                              device=client.y.device)])
-        return ClientData(cid=client.cid, global_ids=rows, features=features, available=torch.stack(avail, 1),
+        return ClientData(cid=client.cid, global_ids=rows, features=features, available=available,
                           edge_index=edge_index, y=y, train_mask=pad(client.train_mask),
                           val_mask=pad(client.val_mask), test_mask=pad(client.test_mask),
                           num_classes=client.num_classes)
