@@ -281,9 +281,10 @@ class Engine:
         if ckpt.exists():
             ckpt.unlink()
         self.sim = sim
-        return self._record(sim, status, error, time.perf_counter() - start, mem.peak_mb)
+        return self._record(sim, status, error, time.perf_counter() - start, mem.peak_mb, mem.growth_mb)
 
-    def _record(self, sim: SimState, status: str, error: dict | None, wall: float, peak_mb: float) -> dict[str, Any]:
+    def _record(self, sim: SimState, status: str, error: dict | None, wall: float, peak_mb: float,
+                growth_mb: float) -> dict[str, Any]:
         best = sim.best
         metrics: dict[str, float] = {}
         per_client_out: dict[str, list] = {}
@@ -321,6 +322,7 @@ class Engine:
             "provenance": provenance(self.cfg, self.fed.artifact_hash,
                                      self.fed.stats.get("artifact_recipe", ""), self.device),
             "peak_memory_mb": peak_mb,
+            "memory_growth_mb": growth_mb,
             "wall_time_s": wall,
             "timestamp": now_iso(),
         }

@@ -1,7 +1,11 @@
 """Peak memory of a run: sampled resident set size on CPU, allocator peak on CUDA.
 
 ``ru_maxrss`` is a high-water mark of the whole process, so a pooled worker would report
-the largest earlier run; a sampling thread measures the peak within one run instead.
+the largest earlier run; a sampling thread measures the peak within one run instead. The
+RSS still includes the interpreter, torch, the loaded artifact and whatever earlier runs
+in the same process left allocated, so ``growth_mb`` (peak minus the level at the start)
+is recorded too, and ``sweep --isolate`` runs every cell in a fresh process so that both
+numbers belong to that cell alone.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class PeakMemory:
         self.device = device
         self.interval = interval
         self.peak_mb = 0.0
+        self.start_mb = 0.0  # what the process held when the run began (CPU: RSS; CUDA: allocated)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -43,8 +48,9 @@ class PeakMemory:
     def __enter__(self) -> "PeakMemory":
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
+            self.start_mb = torch.cuda.memory_allocated(self.device) / 2**20
         else:
-            self.peak_mb = current_rss_mb()
+            self.peak_mb = self.start_mb = current_rss_mb()
             self._thread = threading.Thread(target=self._sample, daemon=True)
             self._thread.start()
         return self
@@ -57,3 +63,8 @@ class PeakMemory:
             if self._thread is not None:
                 self._thread.join()
             self.peak_mb = max(self.peak_mb, current_rss_mb())
+
+    @property
+    def growth_mb(self) -> float:
+        """Peak minus the level at the start: the memory this run itself added."""
+        return max(0.0, self.peak_mb - self.start_mb)

@@ -19,6 +19,11 @@ Two grid forms besides dotted config keys:
 
 A cell whose algorithm does not declare the cell's task (``Algorithm.tasks``) is not run
 and not recorded: tables print N/A for it (see :func:`applicable`).
+
+``isolate`` (``sweep --isolate``, or ``isolate: true`` in a suite) runs every cell in a
+fresh interpreter that exits after it, so the peak memory a record states is that cell's
+own and not a high-water mark left by earlier cells in a pooled worker. Efficiency suites
+set it; it costs a torch import (a few seconds) per cell.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ import hashlib
 import itertools
 import json
 import logging
+import multiprocessing
 import os
 import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +51,7 @@ from benchmark.results import ResultStore, now_iso
 SUITES_DIR = Path(__file__).with_name("suites")
 SCALES = ("tiny", "small", "paper")
 SUITE_KEYS = ("name", "description", "base", "grid", "axes", "seeds", "scales", "default_scale", "table",
-              "tables", "plots", "track", "paper_note", "regress", "stats")
+              "tables", "plots", "track", "paper_note", "regress", "stats", "isolate")
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +251,7 @@ def run_cell(cell: Cell, results_path: str, threads: int = 1) -> dict[str, Any]:
         where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
         record = _failed_record(cell, f"{type(e).__name__}: {e}{where}")
     record.update({"suite": cell.suite, "scale": cell.scale, "cell_id": cell.cell_id, "params": cell.params,
-                   "seed": cell.seed})
+                   "seed": cell.seed, "worker_pid": os.getpid()})
     ResultStore(results_path).append(record)
     return record
 
@@ -252,13 +259,16 @@ def run_cell(cell: Cell, results_path: str, threads: int = 1) -> dict[str, Any]:
 def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir: str | Path = "results",
               retry_failed: bool = False, progress: bool = True,
               overrides: dict[str, Any] | None = None,
-              only: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], int]:
+              only: dict[str, Any] | None = None,
+              isolate: bool | None = None) -> tuple[list[dict[str, Any]], int]:
     """Run the cells not yet in the store; returns (all records of this suite+scale, cells run now).
 
     ``only`` restricts the run to cells whose grid values (or ``seed``) equal the given ones,
     e.g. ``{"partition.num_clients": 3}``: a first pass on a small machine; the other cells
     stay missing (the table says so) until a later sweep runs them."""
     scale = scale or suite.default_scale
+    if isolate is None:
+        isolate = bool(suite.spec.get("isolate", False))
     cells = select_cells(suite.cells(scale), only or {})
     if overrides:
         for c in cells:
@@ -280,7 +290,15 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     threads = int(os.environ.get("FEDMM_THREADS", "0")) or max(1, (os.cpu_count() or 1) // jobs)
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"{suite.name}[{scale}]",
                disable=not progress, unit="cell")
-    if jobs == 1:
+    if isolate:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
+            futures = [pool.submit(run_cell, c, str(store.path), threads) for c in todo]
+            for fut in as_completed(futures):
+                rec = fut.result()
+                bar.update(1)
+                bar.set_postfix_str(f"{rec['status']}")
+    elif jobs == 1:
         for c in todo:
             rec = run_cell(c, str(store.path), threads)
             bar.update(1)

@@ -108,6 +108,7 @@ def fake_records(name: str, scale: str = "tiny") -> list[dict[str, Any]]:
             "suite": suite.name, "scale": scale, "cell_id": c.cell_id, "params": c.params, "seed": c.seed,
             "status": "ok", "error": None, "metrics": metrics, "config": c.config,
             "seconds_per_round": _score(c.cell_id, "s"), "peak_memory_mb": 400 + 100 * _score(c.cell_id, "m"),
+            "memory_growth_mb": 100 * _score(c.cell_id, "m"),
             "bytes_per_round": 1e5 * _score(c.cell_id, "b"),
             "provenance": {"artifact_recipe": "r", "protocol": "p"}, "timestamp": "2026-01-01T00:00:00",
         })
@@ -173,7 +174,7 @@ def test_efficiency_table_costs_unscaled_lower_is_better():
     records = fake_records("efficiency")
     md = make_table(records, load_suite("efficiency").spec["table"]).markdown
     rows = _grid(md)
-    assert set(rows["FedAvg-Zero"]) == {"Algorithm", "s / round ↓", "Peak memory (MiB) ↓",
+    assert set(rows["FedAvg-Zero"]) == {"Algorithm", "s / round ↓", "Peak memory (MiB) ↓", "Run's own (MiB) ↓",
                                         "Comm. (KiB / round) ↓"}
     fastest = min(rows, key=lambda r: float(re.sub(r"[^\d.].*", "", rows[r]["s / round ↓"].strip("*<u>"))))
     assert rows[fastest]["s / round ↓"].startswith("**")  # the fastest is bold

@@ -112,3 +112,19 @@ def test_only_selects_cells_by_grid_value_and_seed():
     assert select_cells(cells, {}) == cells
     with pytest.raises(ConfigError, match="not a grid key"):
         select_cells(cells, {"missing.rat": 0.6})
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_isolate_runs_every_cell_in_its_own_fresh_process(tmp_path, isolate):
+    """Per-cell peak memory needs one process per cell: a pooled worker's RSS keeps what earlier
+    cells left. Without isolation (jobs 1) the cells run in this process."""
+    path = _write_suite(tmp_path, name="isolate_test", grid={"algorithm.name": ["fedavg"], "missing.rate": [0.0, 0.3]},
+                        seeds=[0], isolate=isolate)
+    records, ran = run_suite(load_suite(str(path)), "tiny", jobs=1, results_dir=tmp_path / "res", progress=False)
+    assert ran == 2 and all(r["status"] == "ok" for r in records)
+    pids = {r["worker_pid"] for r in records}
+    if isolate:
+        assert len(pids) == 2 and os.getpid() not in pids
+    else:
+        assert pids == {os.getpid()}
+    assert all(0 <= r["memory_growth_mb"] <= r["peak_memory_mb"] for r in records)

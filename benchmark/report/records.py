@@ -32,7 +32,7 @@ STD_DDOF = 1
 
 TOP_LEVEL_FIELDS = (
     "suite", "scale", "cell_id", "seed", "status", "best_round",
-    "peak_memory_mb", "wall_time_s", "timestamp",
+    "peak_memory_mb", "memory_growth_mb", "wall_time_s", "timestamp",
 )
 PROVENANCE_FIELDS = (
     "artifact_hash", "artifact_recipe", "protocol", "git_sha", "git_dirty",

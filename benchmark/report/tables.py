@@ -52,6 +52,7 @@ RECORD_METRICS: dict[str, tuple[str, float]] = {
     "seconds_per_round": ("seconds_per_round", 1.0),
     "wall_time_s": ("wall_time_s", 1.0),
     "peak_memory_mb": ("peak_memory_mb", 1.0),
+    "memory_growth_mb": ("memory_growth_mb", 1.0),
     "bytes_per_round": ("bytes_per_round", 1.0),
     "kb_per_round": ("bytes_per_round", 1.0 / 1024),
     "mb_per_round": ("bytes_per_round", 1.0 / 2**20),
