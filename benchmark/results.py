@@ -30,11 +30,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 @lru_cache(maxsize=1)
 def git_state() -> tuple[str, bool]:
-    """(commit sha, dirty flag) of the code, or ('unknown', False) outside a git checkout."""
+    """(commit sha, dirty flag) of the code, or ('unknown', False) outside a git checkout.
+
+    Outputs the harness writes itself (``results/``, ``tables/``) do not make the code dirty:
+    a sweep that appends to a committed result store is still running committed code."""
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
                              timeout=10).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                     ":(exclude)results", ":(exclude)tables"], cwd=REPO_ROOT,
                                     capture_output=True, text=True, timeout=10).stdout.strip())
         return (sha or "unknown"), dirty
     except (OSError, subprocess.SubprocessError):

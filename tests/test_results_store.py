@@ -42,3 +42,33 @@ def test_nan_is_stored_as_null(tmp_path):
     store = ResultStore(tmp_path / "r.jsonl")
     store.append({"cell_id": "a", "metrics": {"x": float("nan")}})
     assert store.read()[0]["metrics"]["x"] is None
+
+
+def test_git_state_ignores_the_harness_outputs(tmp_path, monkeypatch):
+    """A sweep appending to a committed results/ store runs committed code: not dirty. A code edit is."""
+    import subprocess
+
+    from benchmark import results as results_mod
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "s.jsonl").write_text("{}\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init")
+    monkeypatch.setattr(results_mod, "REPO_ROOT", tmp_path)
+
+    def state() -> bool:
+        results_mod.git_state.cache_clear()
+        return results_mod.git_state()[1]
+
+    try:
+        (tmp_path / "results" / "s.jsonl").write_text("{}\n{}\n")
+        assert state() is False
+        (tmp_path / "code.py").write_text("x = 2\n")
+        assert state() is True
+    finally:
+        results_mod.git_state.cache_clear()
