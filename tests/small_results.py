@@ -1,0 +1,52 @@
+"""Reading the committed small-scale results (``results/<suite>/small.jsonl``) in claims tests.
+
+The claims tests pin what the closing notes say of those numbers: every cell recorded and
+ok, the committed tables equal freshly generated ones, and each stated finding holds.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+import pytest
+
+from benchmark.cli import write_suite_tables
+from benchmark.results import ResultStore
+from benchmark.sweep import applicable, latest_records, load_suite, select_cells
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_small(name: str, only: dict[str, Any] | None = None) -> tuple[Any, list[dict], int]:
+    """(suite, newest record of each applicable cell, number of applicable cells)."""
+    store = ROOT / "results" / name / "small.jsonl"
+    if not store.exists():
+        pytest.fail(f"{store.relative_to(ROOT)} is missing: run `sweep {name} --scale small` and commit it")
+    suite = load_suite(name)
+    cells = [c for c in select_cells(suite.cells("small"), only or {}) if applicable(c)]
+    records = latest_records(ResultStore(store).read(), {c.cell_id for c in cells})
+    return suite, records, len(cells)
+
+
+def assert_complete_and_tables_generated(name: str, tmp_path: Path, only: dict[str, Any] | None = None,
+                                         clean: bool = True) -> None:
+    """Every applicable cell has an ok record over seeds 0-2, the committed tables are generated
+    from them, and (``clean``) no record was made by uncommitted code."""
+    suite, records, n_cells = load_small(name, only)
+    assert len(records) == n_cells and all(r["status"] == "ok" for r in records)
+    assert {r["seed"] for r in records} == {0, 1, 2}
+    if clean:
+        assert not any(r["provenance"]["git_dirty"] for r in records), "a record was made by uncommitted code"
+    for stem, _ in write_suite_tables(suite, records, "small", str(tmp_path)):
+        assert (ROOT / "tables" / f"{stem}.md").read_text() == (tmp_path / f"{stem}.md").read_text(), stem
+
+
+def mean_metric(records: list[dict], metric: str, *keys: str) -> dict[tuple, float]:
+    """Mean over seeds of ``test/<metric>`` per combination of the given params."""
+    out: dict[tuple, list[float]] = defaultdict(list)
+    for r in records:
+        out[tuple(r["params"].get(k) for k in keys)].append(r["metrics"][f"test/{metric}"])
+    return {k: mean(v) for k, v in out.items()}
