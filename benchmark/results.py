@@ -26,6 +26,7 @@ from benchmark import __version__
 from benchmark.config import RunConfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+GIT_STATE_ENV = "FEDMM_GIT_STATE"
 
 
 @lru_cache(maxsize=1)
@@ -33,7 +34,14 @@ def git_state() -> tuple[str, bool]:
     """(commit sha, dirty flag) of the code, or ('unknown', False) outside a git checkout.
 
     Outputs the harness writes itself (``results/``, ``tables/``) do not make the code dirty:
-    a sweep that appends to a committed result store is still running committed code."""
+    a sweep that appends to a committed result store is still running committed code. A
+    sweep pins the state it started with in ``FEDMM_GIT_STATE`` (``sha:0|1``) for its
+    workers, so an edit made while it runs does not relabel cells whose code was loaded before.
+    """
+    pinned = os.environ.get(GIT_STATE_ENV)
+    if pinned:
+        sha, _, dirty_flag = pinned.rpartition(":")
+        return sha, dirty_flag == "1"
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
                              timeout=10).stdout.strip()

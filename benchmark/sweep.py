@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 
 from benchmark.config import build_run_config, deep_merge, expand_dotted, load_yaml
 from benchmark.errors import ConfigError, closest
-from benchmark.results import ResultStore, now_iso
+from benchmark.results import GIT_STATE_ENV, ResultStore, git_state, now_iso
 
 SUITES_DIR = Path(__file__).with_name("suites")
 SCALES = ("tiny", "small", "paper")
@@ -290,27 +290,40 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     threads = int(os.environ.get("FEDMM_THREADS", "0")) or max(1, (os.cpu_count() or 1) // jobs)
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"{suite.name}[{scale}]",
                disable=not progress, unit="cell")
+    pinned = os.environ.get(GIT_STATE_ENV)
+    if pinned is None:  # workers record the code state the sweep started with (see git_state)
+        sha, dirty = git_state()
+        os.environ[GIT_STATE_ENV] = f"{sha}:{int(dirty)}"
+    try:
+        _run_cells(todo, str(store.path), threads, jobs, isolate, bar)
+    finally:
+        if pinned is None:
+            os.environ.pop(GIT_STATE_ENV, None)
+    bar.close()
+    return latest_records(store.read(), {c.cell_id for c in cells}), len(todo)
+
+
+def _run_cells(todo: list[Cell], store_path: str, threads: int, jobs: int, isolate: bool, bar: Any) -> None:
+    """Run the cells (in this process, a joblib pool, or one fresh process each) and tick the bar."""
     if isolate:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
-            futures = [pool.submit(run_cell, c, str(store.path), threads) for c in todo]
+            futures = [pool.submit(run_cell, c, store_path, threads) for c in todo]
             for fut in as_completed(futures):
                 rec = fut.result()
                 bar.update(1)
                 bar.set_postfix_str(f"{rec['status']}")
     elif jobs == 1:
         for c in todo:
-            rec = run_cell(c, str(store.path), threads)
+            rec = run_cell(c, store_path, threads)
             bar.update(1)
             bar.set_postfix_str(f"{rec['status']}")
     else:
         gen = Parallel(n_jobs=jobs, return_as="generator_unordered")(
-            delayed(run_cell)(c, str(store.path), threads) for c in todo)
+            delayed(run_cell)(c, store_path, threads) for c in todo)
         for rec in gen:
             bar.update(1)
             bar.set_postfix_str(f"{rec['status']}")
-    bar.close()
-    return latest_records(store.read(), {c.cell_id for c in cells}), len(todo)
 
 
 def select_cells(cells: list[Cell], only: dict[str, Any]) -> list[Cell]:

@@ -128,3 +128,12 @@ def test_isolate_runs_every_cell_in_its_own_fresh_process(tmp_path, isolate):
     else:
         assert pids == {os.getpid()}
     assert all(0 <= r["memory_growth_mb"] <= r["peak_memory_mb"] for r in records)
+
+
+def test_workers_record_the_code_state_the_sweep_started_with(tmp_path, monkeypatch):
+    """Fresh worker processes take the sweep's pinned git state, not a state read after later edits."""
+    monkeypatch.setenv("FEDMM_GIT_STATE", "0123abcd:1")
+    path = _write_suite(tmp_path, name="pin_test", grid={"algorithm.name": ["fedavg"]}, seeds=[0], isolate=True)
+    records, _ = run_suite(load_suite(str(path)), "tiny", jobs=1, results_dir=tmp_path / "res", progress=False)
+    prov = records[0]["provenance"]
+    assert (prov["git_sha"], prov["git_dirty"]) == ("0123abcd", True)
