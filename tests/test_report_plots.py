@@ -94,3 +94,10 @@ def test_robustness_auc() -> None:
     assert auc["fedavg"] == pytest.approx(100 * (0.8 - 0.05 + 0.02 * math.log10(0.5) + 0.01))
     assert auc["fedprox"] < auc["fedavg"]
     assert math.isnan(auc["local"])
+
+
+@pytest.mark.parametrize("n", [3, 10, 12, 17])
+def test_every_series_gets_its_own_colour(n):
+    from benchmark.report.plots import series_palette
+
+    assert len({tuple(round(c, 4) for c in rgb) for rgb in series_palette(n)}) == n

@@ -135,8 +135,19 @@ def _new_figure(n_series: int) -> tuple[Figure, Any, list[Any]]:
     with sns.axes_style("whitegrid"):
         fig = Figure(figsize=(5.0, 3.6), layout="constrained")
         ax = fig.add_subplot()
-    palette = sns.color_palette("colorblind", max(n_series, 1))
-    return fig, ax, palette
+    return fig, ax, series_palette(n_series)
+
+
+def series_palette(n_series: int) -> list[Any]:
+    """One distinct colour per series: the colour-blind palette's 10 colours, then the same hues
+    dark (cycling would give two methods of one table the same colour; evenly spaced hues put
+    neighbours too close), then evenly spaced hues past 20."""
+    n = max(n_series, 1)
+    if n <= 10:
+        return sns.color_palette("colorblind", n)
+    if n <= 20:
+        return sns.color_palette("colorblind", 10) + sns.color_palette("dark", 10)[: n - 10]
+    return sns.color_palette("husl", n)
 
 
 def _legend_below(ax: Any, n: int) -> None:
