@@ -182,7 +182,8 @@ def test_efficiency_table_costs_unscaled_lower_is_better():
     assert re.match(r"^(\*\*|<u>)?\d{3} ± \d+", mem)  # MiB, no percent scaling, 0 decimals
 
 
-@pytest.mark.parametrize("name", ["fedmpo_table2", "fedmpo_sensitivity", "fedmgs_table6", "fedmgs_sensitivity"])
+@pytest.mark.parametrize("name", ["fedmpo_table2", "fedmpo_sensitivity", "fedmgs_table6", "fedmgs_sensitivity",
+                                  "partition_effect"])
 def test_curves_and_heatmaps_are_written(name: str, tmp_path: Path):
     suite = load_suite(name)
     cells = suite.cells("tiny", validate=False)

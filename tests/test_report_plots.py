@@ -101,3 +101,31 @@ def test_every_series_gets_its_own_colour(n):
     from benchmark.report.plots import series_palette
 
     assert len({tuple(round(c, 4) for c in rgb) for rgb in series_palette(n)}) == n
+
+
+def _rank_records(means: dict[tuple[str, str], float]) -> list[dict[str, Any]]:
+    out = []
+    for (setting, algo), m in means.items():
+        for seed, d in enumerate((-0.01, 0.0, 0.01)):
+            out.append({"suite": "s", "scale": "tiny", "cell_id": f"{setting}-{algo}", "seed": seed, "status": "ok",
+                        "params": {"setting": setting, "algorithm.name": algo},
+                        "metrics": {"test/accuracy": m + d}, "provenance": {},
+                        "timestamp": "2026-01-01T00:00:00+00:00"})
+    return out
+
+
+def test_rank_chart_ranks_each_column_and_rejects_one_column(tmp_path, monkeypatch):
+    import benchmark.report.rank_figure as rf
+    from benchmark.errors import DataError
+
+    means = {("a", "x"): 0.9, ("a", "y"): 0.5, ("a", "z"): 0.7, ("b", "x"): 0.4, ("b", "y"): 0.8, ("b", "z"): 0.6}
+    paths = rf.rank_chart(_rank_records(means), "setting", "accuracy", out_stem=tmp_path / "ranks", x_order=["a", "b"])
+    assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 1000 for p in paths)
+    drawn: list[tuple] = []  # the rank lines of the figure, read back instead of saved
+    monkeypatch.setattr(rf, "_save", lambda fig, stem: drawn.extend(
+        tuple(line.get_ydata()) for line in fig.axes[0].lines) or [])
+    rf.rank_chart(_rank_records(means), "setting", "accuracy", out_stem=tmp_path / "r2", x_order=["a", "b"],
+                  hue_order=["x", "y", "z"])
+    assert drawn == [(1, 3), (3, 1), (2, 2)]
+    with pytest.raises(DataError, match="at least two"):
+        rf.rank_chart(_rank_records(means), "setting", "accuracy", out_stem=tmp_path / "r3", filters={"setting": "a"})

@@ -29,7 +29,16 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from benchmark.errors import ConfigError, DataError, closest
-from benchmark.report.plots import _MARKERS, _hue_order, _hue_text, _log_exclusions, _metric_col, _prepare, _save
+from benchmark.report.plots import (
+    _MARKERS,
+    _hue_order,
+    _hue_text,
+    _log_exclusions,
+    _metric_col,
+    _prepare,
+    _save,
+    series_palette,
+)
 from benchmark.report.records import (
     STD_DDOF,
     aggregate,
@@ -53,7 +62,7 @@ def _grid(n_rows: int, n_cols: int) -> tuple[Figure, np.ndarray]:
 
 
 def _palette(n: int) -> list[Any]:
-    return list(sns.color_palette("colorblind", max(n, 1)))
+    return list(series_palette(n))
 
 
 def _label(value: Any, labels: Mapping[Any, str] | None, key: str | None = None) -> str:
