@@ -9,6 +9,8 @@ lose one whole modality, FedMGS NC / retrieval).
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,7 +136,12 @@ class NodeLevelMissing:
 
 @MASKERS.register("client_level")
 class ClientLevelMissing:
-    """round(rate * K) random clients each lose one whole modality (chosen per client)."""
+    """round(rate * K) random clients each lose one whole modality (chosen per client).
+
+    Halves round up (rho 0.3 / 0.5 / 0.7 of 5 clients = 2 / 3 / 4 clients): Python's round
+    sends halves to the even number, which made 0.3 and 0.5 of 5 clients both 2, the same
+    artifact under two column labels.
+    """
 
     @dataclass
     class Config:
@@ -156,7 +163,7 @@ class ClientLevelMissing:
         forced = None if self.cfg.modality is None else _modality_index(dataset, self.cfg.modality, "missing.modality")
         k = len(partition.clients)
         rng = seeded_rng(self.seed, "missing/client_level")
-        chosen = np.sort(rng.choice(k, size=int(round(self.cfg.rate * k)), replace=False))
+        chosen = np.sort(rng.choice(k, size=min(k, math.floor(self.cfg.rate * k + 0.5 + 1e-9)), replace=False))
         avail = _natural(dataset)
         lost: dict[int, str] = {}
         for cid in chosen.tolist():

@@ -162,3 +162,14 @@ def test_rate_rounding_over_clients():
     hit = sum(1 for c in part.clients if not avail[c.node_ids].all(1).all())
     assert hit == round(0.5 * 7)
     assert np.isclose(1 - NodeLevelMissing(NodeLevelMissing.Config(rate=0.0), seed=0).apply(ds, part).float().mean(), 0)
+
+
+def test_client_level_rounds_halves_up_so_each_rho_is_its_own_setting(flat):
+    """rho 0.3 / 0.5 / 0.7 of 5 clients must be 2 / 3 / 4 clients (round-half-even gave 2 / 2 / 4)."""
+    five = IIDPartitioner(seed=0).split(flat, 5)
+    counts = []
+    for rate in (0.3, 0.5, 0.7):
+        masker = ClientLevelMissing(ClientLevelMissing.Config(rate=rate), seed=0)
+        masker.apply(flat, five)
+        counts.append(len(masker.info["lost"]))
+    assert counts == [2, 3, 4]
