@@ -1,0 +1,192 @@
+"""The committed small-scale graph results (issue 4's must-show) are complete, generated, and
+show what the closing note says of them.
+
+`results/<suite>/small.jsonl` for fedmpo_table1, fedmpo_table2, fedmgs_table2, fedmgs_table3,
+fedmgs_table6 and efficiency come from `sweep <suite> --scale small` and
+are committed with their tables. The findings are the papers' claims checked on our
+offline stand-ins, whichever way they came out; a re-run that changes one fails here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from small_results import assert_complete_and_tables_generated, load_small, mean_metric
+
+SUITES = ["fedmpo_table1", "fedmpo_table2", "fedmgs_table2", "fedmgs_table3", "fedmgs_table6", "efficiency"]
+
+
+# fedmpo_table2's records say git_dirty: while it ran, the tree held the uncommitted FedGCN
+# change for paired tasks (committed as b879500), a path no node-classification cell runs.
+# Sweeps have pinned their starting code state since, so every later suite must be clean.
+DIRTY_TREE_DURING_SWEEP = {"fedmpo_table2"}
+
+
+@pytest.mark.parametrize("name", SUITES)
+def test_every_cell_recorded_ok_and_table_generated(name, tmp_path):
+    assert_complete_and_tables_generated(name, tmp_path, clean=name not in DIRTY_TREE_DURING_SWEEP)
+
+
+@pytest.fixture(scope="module")
+def table1() -> dict[tuple, float]:
+    _, records, _ = load_small("fedmpo_table1")
+    out = {}
+    for metric in ("accuracy", "auc", "recall@5"):
+        rows = [r for r in records if f"test/{metric}" in r["metrics"]]
+        out.update({(metric, *k): v for k, v in mean_metric(rows, metric, "setting", "algorithm.name").items()})
+    return out
+
+
+def test_table1_fedmpo_is_not_best_on_fb15k_typing(table1):
+    """Personalized prototype/mixing methods lead node classification on the label-skewed clients."""
+    fedmpo = table1[("accuracy", "ele_fashion", "fedmpo")]
+    for leader in ("fedproto", "fedpub", "fediih"):
+        assert table1[("accuracy", "ele_fashion", leader)] > fedmpo + 0.05, leader
+    assert fedmpo > table1[("accuracy", "ele_fashion", "fedavg")] + 0.10
+
+
+def test_table1_fedmpo_below_fedavg_on_tiktok_link_prediction(table1):
+    assert table1[("auc", "dy", "fedmpo")] < table1[("auc", "dy", "fedavg")] - 0.03
+
+
+def test_table1_fedmpo_best_but_fedgcn_on_tiktok_retrieval(table1):
+    others = [a for (m, s, a) in table1 if m == "recall@5" and s == "toys" and a not in ("fedmpo", "fedgcn")]
+    assert others and all(table1[("recall@5", "toys", "fedmpo")] > table1[("recall@5", "toys", a)] for a in others)
+
+
+@pytest.fixture(scope="module")
+def table2() -> dict[tuple, float]:
+    _, records, _ = load_small("fedmpo_table2")
+    return mean_metric(records, "accuracy", "algorithm.name", "missing.rate", "partition.alpha")
+
+
+RATES = (0.3, 0.4, 0.5, 0.6, 0.7)
+
+
+def test_table2_fedmpo_never_best_fedproto_above_it_at_every_rate(table2):
+    assert all(table2[("fedproto", r, 0.5)] > table2[("fedmpo", r, 0.5)] + 0.05 for r in RATES)
+
+
+def test_table2_margin_over_fedavg_steady_over_fedmvp_grows(table2):
+    """FedMPO's lead on FedAvg-Zero stays 12-16 points at every rate; on FedMVP it grows with the rate."""
+    over_avg = [table2[("fedmpo", r, 0.5)] - table2[("fedavg", r, 0.5)] for r in RATES]
+    assert all(0.12 < m < 0.16 for m in over_avg), over_avg
+    over_mvp = [table2[("fedmpo", r, 0.5)] - table2[("fedmvp", r, 0.5)] for r in RATES]
+    assert over_mvp[-1] > over_mvp[0] + 0.04, over_mvp
+
+
+def test_table2_degradation_from_30_to_70_percent_missing(table2):
+    drop = {a: table2[(a, 0.3, 0.5)] - table2[(a, 0.7, 0.5)] for a in ("fedmpo", "fedavg", "fedmvp", "fedproto", "fedgcn")}
+    assert drop["fedmpo"] < drop["fedmvp"] and drop["fedmpo"] < drop["fedavg"]
+    assert drop["fedmpo"] > drop["fedproto"] and drop["fedmpo"] > drop["fedgcn"]
+
+
+def test_table2_label_skew_helps_personalized_methods_only(table2):
+    """At alpha 0.1 each client sees few classes: personalized models gain, shared ones lose."""
+    for a in ("fedproto", "fedpub", "fediih"):
+        assert table2[(a, 0.3, 0.1)] > table2[(a, 0.3, 1.0)] + 0.2, a
+    for a in ("fedmpo", "fedavg", "fedmvp"):
+        assert table2[(a, 0.3, 0.1)] < table2[(a, 0.3, 1.0)], a
+
+
+def test_table2_fedmpo_best_global_model_at_every_rate_and_alpha(table2):
+    """Against the methods that evaluate one shared model (all but FedProto, FedPub, FedIIH),
+    FedMPO leads in every column of both halves of the table."""
+    personalized = {"fedproto", "fedpub", "fediih"}
+    settings = {(r, a) for (_, r, a) in table2}
+    assert len(settings) == 7
+    for r, a in settings:
+        rivals = [alg for (alg, rr, aa) in table2 if (rr, aa) == (r, a) and alg not in personalized | {"fedmpo"}]
+        assert len(rivals) == 8 and all(table2[("fedmpo", r, a)] > table2[(x, r, a)] for x in rivals), (r, a)
+
+
+@pytest.fixture(scope="module")
+def table3() -> dict[tuple, float]:
+    _, records, _ = load_small("fedmgs_table3")
+    return mean_metric(records, "auc", "setting", "partition.num_clients", "algorithm.name")
+
+
+def test_table3_fedmgs_below_fedavg_on_link_prediction(table3):
+    for setting in ("dy", "bili_dance"):
+        for k in (5, 10):
+            assert table3[(setting, k, "fedmgs")] < table3[(setting, k, "fedavg")], (setting, k)
+
+
+def test_table3_fedmgs_matching_content_only_chance_on_tiktok_best_on_synthetic(table3):
+    """FedMGS's paired readout uses no graph: near chance where the modalities do not predict
+    each other (TikTok), far ahead where they do (the synthetic Bili_Food stand-in)."""
+    for k in (5, 10):
+        rivals = [a for (s, kk, a) in table3 if s == "ku" and kk == k and a != "fedmgs"]
+        assert table3[("ku", k, "fedmgs")] < 0.56 and all(table3[("ku", k, a)] > table3[("ku", k, "fedmgs")]
+                                                          for a in rivals)
+        assert all(table3[("bili_food", k, "fedmgs")] > table3[("bili_food", k, a)] + 0.08 for a in rivals)
+
+
+@pytest.fixture(scope="module")
+def table6() -> dict[tuple, float]:
+    _, records, _ = load_small("fedmgs_table6")
+    out = {}
+    for setting, metric in (("movies", "accuracy"), ("dy", "auc"), ("ku", "auc"), ("toys", "recall@5")):
+        rows = [r for r in records if r["params"]["setting"] == setting]
+        out.update({(setting, *k): v for k, v in mean_metric(rows, metric, "missing.rate", "algorithm.name").items()})
+    return out
+
+
+RHOS = (0.3, 0.5, 0.7)
+
+
+def test_table6_fedmgs_flat_over_rho_and_its_margin_over_fedavg_grows(table6):
+    fedmgs = [table6[("movies", r, "fedmgs")] for r in RHOS]
+    assert max(fedmgs) - min(fedmgs) < 0.02, fedmgs
+    assert table6[("movies", 0.3, "fedmvp")] - table6[("movies", 0.7, "fedmvp")] > 0.08
+    margin = [table6[("movies", r, "fedmgs")] - table6[("movies", r, "fedavg")] for r in RHOS]
+    assert margin[-1] > margin[0] + 0.02, margin
+
+
+def test_table6_personalized_methods_lead_node_classification(table6):
+    for r in RHOS:
+        for leader in ("fedproto", "mh_pflid"):
+            assert table6[("movies", r, leader)] > table6[("movies", r, "fedmgs")] + 0.04, (leader, r)
+
+
+def test_table6_fedmgs_near_chance_on_tiktok_paired_tasks(table6):
+    for r in RHOS:
+        assert table6[("ku", r, "fedmgs")] < 0.56 and table6[("toys", r, "fedmgs")] < 0.03, r
+
+
+@pytest.fixture(scope="module")
+def fedmgs_table2() -> dict[tuple, float]:
+    _, records, _ = load_small("fedmgs_table2")
+    out = {}
+    for setting, metric in (("movies", "accuracy"), ("grocery", "accuracy"), ("toys", "recall@5"),
+                            ("flickr30k", "recall@5")):
+        rows = [r for r in records if r["params"]["setting"] == setting]
+        out.update({(setting, *k): v for k, v in
+                    mean_metric(rows, metric, "partition.num_clients", "algorithm.name").items()})
+    return out
+
+
+def test_fedmgs_table2_retrieval_first_on_synthetic_at_chance_on_tiktok(fedmgs_table2):
+    for k in (5, 10):
+        rivals = [a for (s, kk, a) in fedmgs_table2 if s == "flickr30k" and kk == k and a != "fedmgs"]
+        assert all(fedmgs_table2[("flickr30k", k, "fedmgs")] > fedmgs_table2[("flickr30k", k, a)] + 0.25
+                   for a in rivals), k
+        assert fedmgs_table2[("toys", k, "fedmgs")] < 0.05, k
+
+
+def test_fedmgs_table2_node_classification_mid_table(fedmgs_table2):
+    """FedMGS beats FedAvg but not the personalized methods (FedProto, MH-pFLID) on either NC column."""
+    for setting in ("movies", "grocery"):
+        for k in (5, 10):
+            fedmgs = fedmgs_table2[(setting, k, "fedmgs")]
+            assert fedmgs > fedmgs_table2[(setting, k, "fedavg")] + 0.02, (setting, k)
+            assert all(fedmgs_table2[(setting, k, a)] > fedmgs for a in ("fedproto", "mh_pflid")), (setting, k)
+
+
+def test_efficiency_isolated_cells_and_cost_order():
+    """One fresh process per cell; FedMPO is the slowest and FedProto the cheapest to communicate."""
+    _, records, _ = load_small("efficiency")
+    assert len({r["worker_pid"] for r in records}) == len(records)
+    secs = mean_metric([{**r, "metrics": {"test/s": r["seconds_per_round"]}} for r in records], "s", "algorithm.name")
+    assert max(secs, key=secs.get) == ("fedmpo",)
+    kib = {r["algorithm"]["name"]: r["bytes_per_round"] for r in records}
+    assert min(kib, key=kib.get) == "fedproto" and kib["fedmpo"] == max(kib.values())
