@@ -2,7 +2,7 @@
 show what the closing note says of them.
 
 `results/<suite>/small.jsonl` for fedmpo_table1, fedmpo_table2, fedmgs_table2, fedmgs_table3,
-fedmgs_table6 and efficiency come from `sweep <suite> --scale small` and
+fedmgs_table6, efficiency and partition_effect come from `sweep <suite> --scale small` and
 are committed with their tables. The findings are the papers' claims checked on our
 offline stand-ins, whichever way they came out; a re-run that changes one fails here.
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 from small_results import assert_complete_and_tables_generated, load_small, mean_metric
 
-SUITES = ["fedmpo_table1", "fedmpo_table2", "fedmgs_table2", "fedmgs_table3", "fedmgs_table6", "efficiency"]
+SUITES = ["fedmpo_table1", "fedmpo_table2", "fedmgs_table2", "fedmgs_table3", "fedmgs_table6", "efficiency",
+          "partition_effect"]
 
 
 # fedmpo_table2's records say git_dirty: while it ran, the tree held the uncommitted FedGCN
@@ -190,3 +191,41 @@ def test_efficiency_isolated_cells_and_cost_order():
     assert max(secs, key=secs.get) == ("fedmpo",)
     kib = {r["algorithm"]["name"]: r["bytes_per_round"] for r in records}
     assert min(kib, key=kib.get) == "fedproto" and kib["fedmpo"] == max(kib.values())
+
+
+@pytest.fixture(scope="module")
+def partition() -> dict[str, dict[str, float]]:
+    """setting -> algorithm -> mean test score (accuracy for nc_*, AUC for lp_*)."""
+    _, records, _ = load_small("partition_effect")
+    out: dict[str, dict[str, float]] = {}
+    for setting in ("nc_dirichlet", "nc_louvain", "lp_dirichlet", "lp_louvain"):
+        rows = [r for r in records if r["params"]["setting"] == setting]
+        metric = "accuracy" if setting.startswith("nc") else "auc"
+        out[setting] = {k[0]: v for k, v in mean_metric(rows, metric, "algorithm.name").items()}
+    return out
+
+
+def _rank(scores: dict[str, float], name: str) -> int:
+    return sorted(scores, key=scores.get, reverse=True).index(name) + 1
+
+
+def test_partition_louvain_compresses_the_personalized_lead_on_node_classification(partition):
+    """FedProto leads NC on both splits, but Louvain (no label skew by construction) shrinks its
+    lead over FedMPO from over 10 points to under 3, and FedMPO climbs from 5th to 3rd."""
+    dirichlet, louvain = partition["nc_dirichlet"], partition["nc_louvain"]
+    assert len(dirichlet) == len(louvain) == 10
+    assert _rank(dirichlet, "fedproto") == _rank(louvain, "fedproto") == 1
+    assert dirichlet["fedproto"] - dirichlet["fedmpo"] > 0.10
+    assert louvain["fedproto"] - louvain["fedmpo"] < 0.03
+    assert (_rank(dirichlet, "fedmpo"), _rank(louvain, "fedmpo")) == (5, 3)
+
+
+def test_partition_link_prediction_ends_fixed_middle_reordered_all_higher_on_louvain(partition):
+    """FedMVP first and FedMPO last on both LP splits; FedMGS falls from 2nd to 5th; Louvain
+    clients keep more of their communities' edges, and every method's AUC is higher there."""
+    dirichlet, louvain = partition["lp_dirichlet"], partition["lp_louvain"]
+    assert len(dirichlet) == len(louvain) == 6
+    for scores in (dirichlet, louvain):
+        assert _rank(scores, "fedmvp") == 1 and _rank(scores, "fedmpo") == len(scores)
+    assert (_rank(dirichlet, "fedmgs"), _rank(louvain, "fedmgs")) == (2, 5)
+    assert all(louvain[a] > dirichlet[a] for a in dirichlet)
