@@ -19,6 +19,7 @@ from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
 from benchmark.registry import ALGORITHMS
+from benchmark.tasks.link_pred import LinkPrediction
 
 LAPLACIANS = ("sym", "comb")
 
@@ -168,13 +169,18 @@ class FedLAP(FedAvg):
     Deviations: the symmetric normalized Laplacian by default (orthonormal eigenvectors, so
     the regularizer is exactly the Rayleigh quotient of S; the official code's random-walk
     Laplacian has the same eigenvalues). FedMPO's "refinement mix ratio 0.7/0.3" belongs to
-    their re-implementation and is not used. Node classification only: the structure
-    features identify a node's position, which would be a shortcut in retrieval/matching,
-    and the setup would see held-out link-prediction edges.
+    their re-implementation and is not used.
+
+    Link prediction: the uploaded edge list holds the client's TRAINING edges only (the
+    task's ``eval_message``) plus its boundary edges (never targets: each client predicts
+    its own edges), so U_k and Lambda never see a held-out edge; the structure term is
+    added to the embedding the edges are scored from. Not declared for retrieval/matching:
+    the same per-node structure vector would enter both views of a node, a node-identity
+    shortcut for pairing them.
     """
 
     Config = FedLAPConfig
-    tasks = ("node_cls",)
+    tasks = ("node_cls", "link_pred")
     has_setup = True
     upload_keys = (r"model\..+", "num_examples", "setup.edges", "setup.node_ids")
 
@@ -193,8 +199,10 @@ class FedLAP(FedAvg):
 
     def setup_upload(self, client: ClientData, state: dict) -> Payload:
         gid = client.global_ids
-        known = torch.cat([gid[client.edge_index], torch.stack([gid[client.boundary_edges[0]],
-                                                                client.boundary_edges[1]])], dim=1)
+        own = client.edge_index
+        if isinstance(self.ctx.task, LinkPrediction):  # training edges only: held-out ones stay unseen
+            own = self.ctx.task.split(client, with_negatives=False).eval_message
+        known = torch.cat([gid[own], torch.stack([gid[client.boundary_edges[0]], client.boundary_edges[1]])], dim=1)
         return {"setup.node_ids": gid.clone(), "setup.edges": canonical_edges(known)}
 
     def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:

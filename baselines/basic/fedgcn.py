@@ -13,6 +13,7 @@ from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
+from benchmark.tasks.link_pred import LinkPrediction
 from benchmark.tasks.paired import PairedModalityTask
 
 
@@ -57,18 +58,27 @@ class FedGCN(FedAvg):
     scale) one seed of three left it (R@5 0.90; the other two stayed at chance, 0.08), on
     the synthetic graph all three did (0.91-0.93, against 0.67-0.69 for the next methods).
     The protocol allows it, since every method's two views see the same graph.
+
+    Link prediction: the sums run over the client's TRAINING edges only (the task's
+    ``eval_message``), its boundary edges (cross-client edges are never targets: each client
+    predicts its own edges) and self-loops, so no held-out edge enters the exchange. The
+    client receives only its own nodes' aggregates, whatever ``hops`` says (1-hop: they
+    already hold the remote neighbours' features via the boundary edges), and adds no
+    remote node or edge: the task re-splits ``client.edge_index``, so the graph must stay the
+    client's own for FedGCN to be scored on the same held-out edges as every other method.
     """
 
     Config = FedGCNConfig
-    tasks = ("node_cls", "retrieval", "matching")  # not link_pred: the setup aggregates over held-out edges
+    tasks = ("node_cls", "link_pred", "retrieval", "matching")
     has_setup = True
     upload_keys = (r"model\..+", "num_examples", r"setup\.(sum|count)\..+", "setup.request")
 
     def setup_upload(self, client: ClientData, state: dict) -> Payload:
         n = self.ctx.num_global_nodes
         dev = client.global_ids.device
-        src_local = torch.cat([client.edge_index[0], client.boundary_edges[0], torch.arange(client.num_nodes, device=dev)])
-        dst_global = torch.cat([client.global_ids[client.edge_index[1]], client.boundary_edges[1], client.global_ids])
+        own = self._setup_edges(client)
+        src_local = torch.cat([own[0], client.boundary_edges[0], torch.arange(client.num_nodes, device=dev)])
+        dst_global = torch.cat([client.global_ids[own[1]], client.boundary_edges[1], client.global_ids])
         up: Payload = {"setup.request": self._rows_for(client)}
         for j, m in enumerate(client.modalities):
             avail = client.available[:, j]
@@ -80,6 +90,12 @@ class FedGCN(FedAvg):
             up[f"setup.sum.{m}"] = sums + self._mask(client.cid, sums.shape, j).to(dev)
             up[f"setup.count.{m}"] = counts
         return up
+
+    def _setup_edges(self, client: ClientData) -> Tensor:
+        """The client's own edges the setup may read: on link prediction its training edges only."""
+        if isinstance(self.ctx.task, LinkPrediction):
+            return self.ctx.task.split(client, with_negatives=False).eval_message
+        return client.edge_index
 
     def _mask(self, cid: int, shape: torch.Size, modality_index: int) -> Tensor:
         """This client's secure-aggregation mask r_i - r_next(i) over a ring of the clients.
@@ -111,9 +127,13 @@ class FedGCN(FedAvg):
         state["view"] = self._augmented_view(client, payload)
 
     def _rows_for(self, client: ClientData) -> Tensor:
-        """Global ids whose aggregates this client needs: its own, plus remote neighbours for 2 hops."""
+        """Global ids whose aggregates this client needs: its own, plus remote neighbours for 2 hops.
+
+        Own only on link prediction (see the class docstring).
+        """
         rows = client.global_ids
-        if self.cfg.hops == 2 and client.boundary_edges.numel():
+        lp = isinstance(self.ctx.task, LinkPrediction)
+        if self.cfg.hops == 2 and client.boundary_edges.numel() and not lp:
             rows = torch.cat([rows, torch.unique(client.boundary_edges[1])])
         return rows
 
