@@ -10,13 +10,15 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from benchmark.algorithm import ModelAlgorithm, load_model_payload, model_payload, weighted_average
 from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
+from benchmark.tasks.link_pred import LinkPrediction
+from benchmark.tasks.node_cls import NodeClassification
 
 
 @dataclass
@@ -45,13 +47,19 @@ def propagate_labels(soft: Tensor, edge_index: Tensor, y: Tensor, train_mask: Te
     Y0 holds the one-hot training labels on training rows and the model's soft labels
     elsewhere (FedGTA Sec. 4.1, "topology-aware smoothing").
     """
-    n, c = soft.shape
+    c = soft.shape[1]
     y0 = soft.clone()
     y0[train_mask] = F.one_hot(y[train_mask], c).to(soft.dtype)
-    loops = torch.arange(n, device=soft.device)
+    return smooth(y0, edge_index, steps, alpha)
+
+
+def smooth(y0: Tensor, edge_index: Tensor, steps: int, alpha: float) -> Tensor:
+    """K steps of Y <- alpha A_hat Y + (1 - alpha) Y0 over ``edge_index`` (self-loops added)."""
+    n = y0.shape[0]
+    loops = torch.arange(n, device=y0.device)
     src = torch.cat([edge_index[0], loops])
     dst = torch.cat([edge_index[1], loops])
-    deg = torch.bincount(dst, minlength=n).to(soft.dtype)
+    deg = torch.bincount(dst, minlength=n).to(y0.dtype)
     norm = deg[src].rsqrt() * deg[dst].rsqrt()
     out = y0
     for _ in range(steps):
@@ -107,11 +115,17 @@ class FedGTA(ModelAlgorithm):
     every client i, theta_i = sum_{j in N_i} w_j theta_j / sum w_j with
     N_i = {j: cos(mu_i, mu_j) > 0.5} (always containing i). Personalized: each client
     evaluates the model it received and then trained.
+
+    Link prediction, retrieval, matching [guess]: there are no classes, so the soft
+    assignment is the softmax of the model's output embedding on the full client (both
+    modalities present), with no one-hot rows, propagated over the graph the task trains
+    on (link prediction: the training edges only, never held-out ones; paired tasks: the
+    client's edges); the same moments and confidence follow.
     """
 
     Config = FedGTAConfig
     personalized = True
-    tasks = ("node_cls",)
+    tasks = ("node_cls", "link_pred", "retrieval", "matching")
     upload_keys = (r"model\..+", "moments", "confidence", "num_examples")
 
     def init_server(self) -> Payload:
@@ -130,13 +144,35 @@ class FedGTA(ModelAlgorithm):
         degree = torch.bincount(client.edge_index[1], minlength=client.num_nodes).to(soft.dtype)
         return hybrid_moments(raw, cfg.moments), confidence(dis, degree).reshape(1)
 
+    def statistics_graph(self, client: ClientData) -> ClientData:
+        """The client whose graph the label-free statistics propagate over: on link prediction
+        its training edges only (never a validation or test edge), else the client itself."""
+        task = self.ctx.task
+        if isinstance(task, LinkPrediction):
+            return LinkPrediction.view(client, task.split(client, with_negatives=False).eval_message)
+        return client
+
+    def label_free_statistics(self, model: nn.Module, graph: ClientData) -> tuple[Tensor, Tensor]:
+        """Moments and confidence without labels: softmax of the output embedding on ``graph``
+        (all modalities present) smoothed over ``graph``'s edges, no one-hot rows."""
+        cfg = self.cfg
+        soft = torch.softmax(model(graph), dim=1)
+        y_prop = smooth(soft, graph.edge_index, cfg.prop_steps, cfg.alpha)
+        raw = torch.softmax(y_prop, dim=1)
+        dis = torch.softmax(y_prop / cfg.temperature, dim=1)
+        degree = torch.bincount(graph.edge_index[1], minlength=graph.num_nodes).to(soft.dtype)
+        return hybrid_moments(raw, cfg.moments), confidence(dis, degree).reshape(1)
+
     def client_update(self, client: ClientData, state: dict, received: Payload, rnd: int) -> Payload:
         model, opt = self.client_model(state)
         load_model_payload(model, received)
         self.local_train(model, opt, client)
         model.eval()
         with torch.no_grad():
-            moments, conf = self._statistics(model(client), client)
+            if isinstance(self.ctx.task, NodeClassification):
+                moments, conf = self._statistics(model(client), client)
+            else:
+                moments, conf = self.label_free_statistics(model, self.statistics_graph(client))
         return {**model_payload(model), "moments": moments, "confidence": conf,
                 "num_examples": self.num_examples(client)}
 

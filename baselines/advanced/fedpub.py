@@ -134,11 +134,15 @@ class FedPub(ModelAlgorithm):
       nothing to the gradient there. We follow the paper: both carry gradients.
     * Masks stay on the client; only the raw weights theta are uploaded. Evaluation is
       personalized (each client's own masked model after local training).
+    * Task-agnostic: nothing reads labels. On link prediction, retrieval and matching the
+      masked model is trained by the task's own loss (called on the task's message-graph
+      or single-modality views) and the functional embedding still comes from the proxy
+      graph, which holds no client data.
     """
 
     Config = FedPubConfig
     personalized = True
-    tasks = ("node_cls",)
+    tasks = ("node_cls", "link_pred", "retrieval", "matching")
     upload_keys = (r"model\..+", "embedding", "num_examples")
 
     def __init__(self, cfg: FedPubConfig, ctx: AlgoContext) -> None:
