@@ -16,6 +16,8 @@ from benchmark.config import ModelConfig
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS, FUSIONS
+from benchmark.tasks.base import Task
+from benchmark.tasks.node_cls import NodeClassification
 
 SAME, DIFF, UNKNOWN = 0, 1, 2
 FISHER_GROUPS = {"fr": "att_diff", "be": "att_same"}   # official names: "fr" heterophilous, "be" homophilous
@@ -119,8 +121,10 @@ class SPALayer(nn.Module):
 class SPANet(nn.Module):
     """Per-modality encoders and fusion (as MultimodalGNN), then SPA layers, then a linear head."""
 
-    def __init__(self, feature_dims: dict[str, int], out_dim: int, cfg: ModelConfig, temperature: float) -> None:
+    def __init__(self, feature_dims: dict[str, int], out_dim: int, cfg: ModelConfig, temperature: float,
+                 typed: bool = True) -> None:
         super().__init__()
+        self.typed = typed   # False: no labels, every edge is UNKNOWN
         self.modalities = list(feature_dims)
         self.mask_missing = cfg.mask_missing
         self.encoders = nn.ModuleDict({m: nn.Linear(d, cfg.hidden) for m, d in feature_dims.items()})
@@ -133,7 +137,10 @@ class SPANet(nn.Module):
         feats = features if features is not None else client.features
         h = torch.stack([torch.relu(self.encoders[m](feats[m])) for m in self.modalities], dim=1)
         x = self.dropout(self.fusion(h, client.available if self.mask_missing else None))
-        types = pair_types(client.edge_index, client.y, client.train_mask)
+        if self.typed:
+            types = pair_types(client.edge_index, client.y, client.train_mask)
+        else:
+            types = torch.full_like(client.edge_index[0], UNKNOWN)
         gcn = gcn_weights(client.edge_index, client.num_nodes)
         for i, layer in enumerate(self.layers):
             x = layer(x, client.edge_index, types, gcn)
@@ -166,6 +173,21 @@ def fisher_diagonal(model: nn.Module, client: ClientData, names: list[str]) -> d
     train = client.train_mask
     ll = logp[train].gather(1, client.y[train].unsqueeze(1)).mean()
     grads = torch.autograd.grad(ll, [params[n] for n in names], allow_unused=True)
+    model.train(was)
+    return {n: (torch.zeros_like(params[n]) if g is None else g.detach().pow(2)) for n, g in zip(names, grads)}
+
+
+def task_fisher_diagonal(model: nn.Module, task: Task, client: ClientData, names: list[str]) -> dict[str, Tensor]:
+    """Label-free tasks: squared gradient of the task's own training loss (a mean NLL) (eval mode).
+
+    The task builds its training forward pass itself (link prediction: the training message
+    graph only), so no held-out edge enters.
+    """
+    was = model.training
+    model.eval()
+    params = dict(model.named_parameters())
+    loss = task.loss(model, client)
+    grads = torch.autograd.grad(loss, [params[n] for n in names], allow_unused=True)
     model.train(was)
     return {n: (torch.zeros_like(params[n]) if g is None else g.detach().pow(2)) for n, g in zip(names, grads)}
 
@@ -224,17 +246,28 @@ class FedSPA(ModelAlgorithm):
     we use the deviation of the client's training-edge homophily from the federation's
     labelled-edge-weighted mean. Degree normalization of the type-split sums (the official
     code sums) is our choice for scale stability across degrees.
+
+    Label-free tasks (link_pred, retrieval, matching), [guess]: no edge has a known pair
+    type, so every edge is UNKNOWN (the low/high-pass channels and the balance gate remain,
+    the same/different-class channels are empty); the Fisher is the squared gradient of the
+    task's own training loss (its negative log-likelihood) instead of the NC log-likelihood;
+    no edge is labelled, so no homophily is uploaded and the "other" weights are uniform
+    (what HBDA gives when no client has labelled edges). The model is called only through
+    the task (link_pred: on its training message graph), so held-out edges never enter.
     """
 
     Config = FedSPAConfig
-    tasks = ("node_cls",)
+    tasks = ("node_cls", "link_pred", "retrieval", "matching")
     upload_keys = (r"model\..+", r"fisher\..+", "homophily", "homophily_edges", "num_examples")
 
     def build_model(self, model_cfg: ModelConfig | None = None) -> nn.Module:
         ctx = self.ctx
         net = SPANet(ctx.feature_dims, ctx.task.out_dim(ctx.num_classes), model_cfg or ctx.run.model,
-                     self.cfg.temperature)
+                     self.cfg.temperature, typed=self._labelled())
         return net.to(ctx.device)
+
+    def _labelled(self) -> bool:
+        return isinstance(self.ctx.task, NodeClassification)
 
     def _group_params(self, model: nn.Module) -> dict[str, list[str]]:
         names = [n for n, _ in model.named_parameters()]
@@ -250,6 +283,10 @@ class FedSPA(ModelAlgorithm):
         load_model_payload(model, received)
         self.local_train(model, opt, client)
         names = [n for group in self._group_params(model).values() for n in group]
+        if not self._labelled():
+            fisher = task_fisher_diagonal(model, self.ctx.task, client, names)
+            return {**model_payload(model), **{f"fisher.{n}": v for n, v in fisher.items()},
+                    "num_examples": self.num_examples(client)}
         fisher = fisher_diagonal(model, client, names)
         h, count = train_homophily(client.edge_index, client.y, client.train_mask)
         dev = self.ctx.device
@@ -261,6 +298,9 @@ class FedSPA(ModelAlgorithm):
         """'fr', 'be': Fisher-drift weights per group; 'other': homophily-bias weights."""
         fishers = [{k[len("fisher."):]: v for k, v in u.items() if k.startswith("fisher.")} for u in uploads]
         out = {g: fisher_group_weights(fishers, names) for g, names in self.groups.items()}
+        if not self._labelled():
+            out["other"] = torch.full((len(uploads),), 1.0 / len(uploads))
+            return out
         hom = torch.cat([u["homophily"].reshape(1) for u in uploads]).cpu()
         cnt = torch.cat([u["homophily_edges"].reshape(1) for u in uploads]).cpu()
         out["other"] = bias_weights(homophily_bias(hom, cnt))

@@ -18,6 +18,9 @@ from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
+from benchmark.tasks.link_pred import LinkPrediction
+from benchmark.tasks.node_cls import NodeClassification
+from benchmark.tasks.paired import PairedModalityTask
 
 
 @dataclass
@@ -167,6 +170,19 @@ class S2FGL(FedAvg):
       Aggregation is size-weighted FedAvg (the official code computes LPS weights but does
       not use them); evaluation uses the global model.
 
+    Label-free tasks (link_pred, retrieval, matching):
+
+    * [guess] NLIR is dropped: its codebook holds class prototypes and its purpose is to
+      reinforce the label signal that partitioning disrupts; these tasks have no label
+      signal, and a cluster codebook would be a component the paper does not have.
+      No prototypes are uploaded and the server keeps no codebook (plain FedAvg).
+    * [guess] FGMA is kept unchanged, from round 1 on (when the codebook would exist).
+      Importance: every node of the task's training set counts (link_pred: all nodes, on
+      the training message graph; retrieval/matching: training nodes holding both
+      modalities). Embeddings: link_pred computes them on the training message graph
+      only (held-out edges never enter); retrieval/matching on the full client (fused
+      modalities, training-time graph).
+
     Test-label leak fixed: the official code labels its important nodes with ``data.y``,
     test nodes included, to build the prototypes. Here an important node is labelled by
     its training label if it has one, otherwise by the local model's prediction
@@ -176,16 +192,63 @@ class S2FGL(FedAvg):
     """
 
     Config = S2FGLConfig
-    tasks = ("node_cls",)
+    tasks = ("node_cls", "link_pred", "retrieval", "matching")
     upload_keys = (r"model\..+", "num_examples", "protos", "proto_counts")
 
     # ------------------------------------------------------------------ client
 
+    def _label_free(self) -> bool:
+        return not isinstance(self.ctx.task, NodeClassification)
+
+    def _train_graph(self, client: ClientData) -> ClientData:
+        """The client as the task trains on it: link prediction's training message graph, else itself."""
+        task = self.ctx.task
+        if isinstance(task, LinkPrediction):
+            return LinkPrediction.view(client, task.split(client, with_negatives=False).train_message)
+        return client
+
+    def _train_nodes(self, client: ClientData) -> Tensor:
+        """Nodes in a label-free task's training set (paired tasks: training nodes holding both modalities)."""
+        task = self.ctx.task
+        if isinstance(task, PairedModalityTask):
+            qi, gi = task.modalities(client)
+            return client.train_mask & client.available[:, qi] & client.available[:, gi]
+        return torch.ones(client.num_nodes, dtype=torch.bool, device=client.edge_index.device)
+
     def _important(self, client: ClientData, state: dict) -> Tensor:
         if "importance" not in state:
-            state["importance"] = importance_scores(client.edge_index, client.num_nodes, client.train_mask,
-                                                    self.cfg.ppr_alpha)
+            if self._label_free():
+                graph = self._train_graph(client)
+                state["importance"] = importance_scores(graph.edge_index, client.num_nodes,
+                                                        self._train_nodes(client), self.cfg.ppr_alpha)
+            else:
+                state["importance"] = importance_scores(client.edge_index, client.num_nodes, client.train_mask,
+                                                        self.cfg.ppr_alpha)
         return state["importance"]
+
+    def _fgma_regularizer(self, client: ClientData, state: dict, received: Payload, rnd: int):  # noqa: ANN202
+        """Label-free tasks: FGMA alone, on the task's training graph, from round 1 on."""
+        cfg = self.cfg
+        if rnd < 1 or cfg.fgma_weight <= 0:
+            return None
+        graph = self._train_graph(client)
+        fgma_nodes = top_nodes(self._important(client, state), cfg.fgma_frac, cfg.max_fgma_nodes)
+        r = min(cfg.fgma_eigvecs, fgma_nodes.numel() // 2)
+        if r < 1:
+            return None
+        model = state["model"]
+        glob = self.build_model()
+        load_model_payload(glob, received)
+        glob.eval()
+        with torch.no_grad():
+            h_glob = glob.embed(graph)[fgma_nodes]
+        bases = frequency_bases(h_glob, cfg.knn, r)
+
+        def loss(_: nn.Module) -> Tensor:
+            h = model.embed(graph)[fgma_nodes]
+            return cfg.fgma_weight * fgma_loss(h, h_glob, bases, cfg.knn, r)
+
+        return loss
 
     def _regularizer(self, client: ClientData, state: dict, received: Payload):  # noqa: ANN202
         if "codebook" not in received:
@@ -229,6 +292,9 @@ class S2FGL(FedAvg):
     def client_update(self, client: ClientData, state: dict, received: Payload, rnd: int) -> Payload:
         model, opt = self.client_model(state)
         load_model_payload(model, received)
+        if self._label_free():
+            self.local_train(model, opt, client, self._fgma_regularizer(client, state, received, rnd))
+            return {**model_payload(model), "num_examples": self.num_examples(client)}
         self.local_train(model, opt, client, self._regularizer(client, state, received))
         protos, counts = self._prototypes(model, client, state)
         return {**model_payload(model), "num_examples": self.num_examples(client),
@@ -255,4 +321,6 @@ class S2FGL(FedAvg):
 
     def aggregate(self, uploads: dict[int, Payload], rnd: int) -> Payload:
         avg = super().aggregate(uploads, rnd)
+        if self._label_free():
+            return avg
         return {**avg, "codebook": self.build_codebook(uploads, rnd)}
