@@ -11,7 +11,6 @@ import dataclasses
 import pytest
 import torch
 
-from baselines.advanced.fedlap import canonical_edges
 from benchmark.engine import Engine
 from benchmark.federation import ClientData
 from test_multimodal_fl import _algo, _pair_cfg, pair_fed  # noqa: F401  (pair_fed is a fixture)

@@ -177,7 +177,9 @@ def test_task_support_declarations(synth_fed, tmp_path):
     for name in ("local", "fedavg", "fedprox", "fedgraphsage"):
         assert set(R.ALGORITHMS.get(name).tasks) == {"node_cls", "link_pred", "retrieval", "matching"}
     assert R.ALGORITHMS.get("fedproto").tasks == ("node_cls",)
-    assert "link_pred" not in R.ALGORITHMS.get("fedgcn").tasks
+    assert "link_pred" in R.ALGORITHMS.get("fedgcn").tasks  # its setup reads training edges only
+    # FedLAP's per-node structure vector would enter both views of a pair: a node-identity shortcut
+    assert not {"retrieval", "matching"} & set(R.ALGORITHMS.get("fedlap").tasks)
     with pytest.raises(BenchmarkError, match="not defined for task"):
         Engine(_cfg(tmp_path, {"name": "retrieval"}, 1, algorithm="fedproto"), fed=synth_fed)
 

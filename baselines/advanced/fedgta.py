@@ -5,6 +5,7 @@ Li et al., "FedGTA: Topology-aware Averaging for Federated Graph Learning", VLDB
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -17,7 +18,6 @@ from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
-from benchmark.tasks.link_pred import LinkPrediction
 from benchmark.tasks.node_cls import NodeClassification
 
 
@@ -147,10 +147,7 @@ class FedGTA(ModelAlgorithm):
     def statistics_graph(self, client: ClientData) -> ClientData:
         """The client whose graph the label-free statistics propagate over: on link prediction
         its training edges only (never a validation or test edge), else the client itself."""
-        task = self.ctx.task
-        if isinstance(task, LinkPrediction):
-            return LinkPrediction.view(client, task.split(client, with_negatives=False).eval_message)
-        return client
+        return dataclasses.replace(client, edge_index=self.ctx.task.known_edges(client))
 
     def label_free_statistics(self, model: nn.Module, graph: ClientData) -> tuple[Tensor, Tensor]:
         """Moments and confidence without labels: softmax of the output embedding on ``graph``

@@ -19,7 +19,6 @@ from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
 from benchmark.registry import ALGORITHMS
-from benchmark.tasks.link_pred import LinkPrediction
 
 LAPLACIANS = ("sym", "comb")
 
@@ -199,9 +198,7 @@ class FedLAP(FedAvg):
 
     def setup_upload(self, client: ClientData, state: dict) -> Payload:
         gid = client.global_ids
-        own = client.edge_index
-        if isinstance(self.ctx.task, LinkPrediction):  # training edges only: held-out ones stay unseen
-            own = self.ctx.task.split(client, with_negatives=False).eval_message
+        own = self.ctx.task.known_edges(client)  # link prediction: training edges only
         known = torch.cat([gid[own], torch.stack([gid[client.boundary_edges[0]], client.boundary_edges[1]])], dim=1)
         return {"setup.node_ids": gid.clone(), "setup.edges": canonical_edges(known)}
 

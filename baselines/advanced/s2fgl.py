@@ -18,9 +18,7 @@ from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
-from benchmark.tasks.link_pred import LinkPrediction
 from benchmark.tasks.node_cls import NodeClassification
-from benchmark.tasks.paired import PairedModalityTask
 
 
 @dataclass
@@ -200,27 +198,12 @@ class S2FGL(FedAvg):
     def _label_free(self) -> bool:
         return not isinstance(self.ctx.task, NodeClassification)
 
-    def _train_graph(self, client: ClientData) -> ClientData:
-        """The client as the task trains on it: link prediction's training message graph, else itself."""
-        task = self.ctx.task
-        if isinstance(task, LinkPrediction):
-            return LinkPrediction.view(client, task.split(client, with_negatives=False).train_message)
-        return client
-
-    def _train_nodes(self, client: ClientData) -> Tensor:
-        """Nodes in a label-free task's training set (paired tasks: training nodes holding both modalities)."""
-        task = self.ctx.task
-        if isinstance(task, PairedModalityTask):
-            qi, gi = task.modalities(client)
-            return client.train_mask & client.available[:, qi] & client.available[:, gi]
-        return torch.ones(client.num_nodes, dtype=torch.bool, device=client.edge_index.device)
-
     def _important(self, client: ClientData, state: dict) -> Tensor:
         if "importance" not in state:
             if self._label_free():
-                graph = self._train_graph(client)
+                graph = self.ctx.task.training_view(client)
                 state["importance"] = importance_scores(graph.edge_index, client.num_nodes,
-                                                        self._train_nodes(client), self.cfg.ppr_alpha)
+                                                        self.ctx.task.training_nodes(client), self.cfg.ppr_alpha)
             else:
                 state["importance"] = importance_scores(client.edge_index, client.num_nodes, client.train_mask,
                                                         self.cfg.ppr_alpha)
@@ -231,7 +214,7 @@ class S2FGL(FedAvg):
         cfg = self.cfg
         if rnd < 1 or cfg.fgma_weight <= 0:
             return None
-        graph = self._train_graph(client)
+        graph = self.ctx.task.training_view(client)
         fgma_nodes = top_nodes(self._important(client, state), cfg.fgma_frac, cfg.max_fgma_nodes)
         r = min(cfg.fgma_eigvecs, fgma_nodes.numel() // 2)
         if r < 1:

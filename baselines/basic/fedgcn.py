@@ -13,7 +13,6 @@ from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
-from benchmark.tasks.link_pred import LinkPrediction
 from benchmark.tasks.paired import PairedModalityTask
 
 
@@ -76,7 +75,7 @@ class FedGCN(FedAvg):
     def setup_upload(self, client: ClientData, state: dict) -> Payload:
         n = self.ctx.num_global_nodes
         dev = client.global_ids.device
-        own = self._setup_edges(client)
+        own = self.ctx.task.known_edges(client)  # link prediction: training edges only
         src_local = torch.cat([own[0], client.boundary_edges[0], torch.arange(client.num_nodes, device=dev)])
         dst_global = torch.cat([client.global_ids[own[1]], client.boundary_edges[1], client.global_ids])
         up: Payload = {"setup.request": self._rows_for(client)}
@@ -90,12 +89,6 @@ class FedGCN(FedAvg):
             up[f"setup.sum.{m}"] = sums + self._mask(client.cid, sums.shape, j).to(dev)
             up[f"setup.count.{m}"] = counts
         return up
-
-    def _setup_edges(self, client: ClientData) -> Tensor:
-        """The client's own edges the setup may read: on link prediction its training edges only."""
-        if isinstance(self.ctx.task, LinkPrediction):
-            return self.ctx.task.split(client, with_negatives=False).eval_message
-        return client.edge_index
 
     def _mask(self, cid: int, shape: torch.Size, modality_index: int) -> Tensor:
         """This client's secure-aggregation mask r_i - r_next(i) over a ring of the clients.
@@ -132,8 +125,7 @@ class FedGCN(FedAvg):
         Own only on link prediction (see the class docstring).
         """
         rows = client.global_ids
-        lp = isinstance(self.ctx.task, LinkPrediction)
-        if self.cfg.hops == 2 and client.boundary_edges.numel() and not lp:
+        if self.cfg.hops == 2 and client.boundary_edges.numel() and not self.ctx.task.holds_out_edges:
             rows = torch.cat([rows, torch.unique(client.boundary_edges[1])])
         return rows
 

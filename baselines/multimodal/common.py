@@ -20,7 +20,6 @@ from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
 from benchmark.tasks.base import Task
-from benchmark.tasks.link_pred import LinkPrediction
 from benchmark.tasks.node_cls import NodeClassification
 from benchmark.tasks.paired import PairedModalityTask
 
@@ -86,7 +85,7 @@ def task_loss_and_parts(task: Task, model: ModalityGNN, client: ClientData) -> t
     loss = task.loss(tap, client)
     if tap.seen and not isinstance(task, PairedModalityTask):
         return loss, tap.seen[0]
-    return loss, model.embed_parts(training_view(task, client))
+    return loss, model.embed_parts(task.training_view(client))
 
 
 class CrossModalAttention(nn.Module):
@@ -113,17 +112,6 @@ class CrossModalAttention(nn.Module):
 
 
 # --------------------------------------------------------------------------- views
-
-
-def training_view(task: Task, client: ClientData) -> ClientData:
-    """The graph a training-time forward pass may use.
-
-    Link prediction holds validation/test edges out of message passing; any extra
-    forward pass an algorithm makes during training must use the same message graph.
-    """
-    if isinstance(task, LinkPrediction):
-        return LinkPrediction.view(client, task.split(client, with_negatives=False).train_message)
-    return client
 
 
 def only_view(client: ClientData, keep: int) -> ClientData:

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from baselines.advanced.fedpub import random_partition_graph
 from baselines.multimodal.common import (CrossModalAttention, ModalityGNN, cap, info_nce, linear_cka, only_view,
-                                         optimize, task_loss_and_parts, training_view, with_features)
+                                         optimize, task_loss_and_parts, with_features)
 from benchmark.algorithm import AlgoContext, ModelAlgorithm, load_model_payload, model_payload, weighted_average
 from benchmark.comm import Payload
 from benchmark.config import ModelConfig
@@ -270,7 +270,7 @@ class FedMVP(ModelAlgorithm):
         load_model_payload(model, received)
         task = self.ctx.task
         full = self.completed(client, state)
-        view = training_view(task, full)
+        view = task.training_view(full)
         wins = self._winning_branches(model, full)
         singles = [only_view(view, j) for j in range(view.available.shape[1])]  # the unimodal branches' inputs
 

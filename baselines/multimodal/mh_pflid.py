@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from baselines.multimodal.common import cap, optimize, training_view
+from baselines.multimodal.common import cap, optimize
 from benchmark.algorithm import ModelAlgorithm, load_model_payload, model_payload, weighted_average
 from benchmark.comm import Payload
 from benchmark.errors import ConfigError
@@ -21,7 +21,6 @@ from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
 from benchmark.registry import ALGORITHMS
 from benchmark.tasks.base import Task
-from benchmark.tasks.link_pred import LinkPrediction
 from benchmark.tasks.matching import Matching
 from benchmark.tasks.node_cls import NodeClassification
 from benchmark.tasks.paired import PairedModalityTask
@@ -80,7 +79,7 @@ def task_log_distribution(task: Task, model: nn.Module, client: ClientData, node
         zq, zg, _ = task.views(model, client, center=isinstance(task, Matching))
         logits = zq[nodes] @ zg[nodes].T / relation_temperature
         return F.log_softmax(logits, dim=-1)
-    z = F.normalize(model(training_view(task, client))[nodes], dim=-1)
+    z = F.normalize(model(task.training_view(client))[nodes], dim=-1)
     logits = z @ z.T / relation_temperature
     k = nodes.numel()
     off = ~torch.eye(k, dtype=torch.bool, device=logits.device)
@@ -88,16 +87,9 @@ def task_log_distribution(task: Task, model: nn.Module, client: ClientData, node
 
 
 def distill_nodes(task: Task, client: ClientData, limit: int) -> Tensor:
-    """Nodes whose distributions are distilled: training nodes (with both modalities on paired
-    tasks), any nodes on link prediction (no node labels are involved there)."""
-    if isinstance(task, LinkPrediction):
-        mask = torch.ones(client.num_nodes, dtype=torch.bool, device=client.train_mask.device)
-    elif isinstance(task, PairedModalityTask):
-        qi, gi = task.modalities(client)
-        mask = client.train_mask & client.available[:, qi] & client.available[:, gi]
-    else:
-        mask = client.train_mask
-    return cap(torch.nonzero(mask).flatten(), limit)
+    """Nodes whose distributions are distilled: the task's training nodes (with both modalities on
+    paired tasks; any node on link prediction, where no node label is involved), at most ``limit``."""
+    return cap(torch.nonzero(task.training_nodes(client)).flatten(), limit)
 
 
 @ALGORITHMS.register("mh_pflid")

@@ -12,7 +12,7 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from torch import Tensor, nn
 
-from baselines.multimodal.common import ModalityGNN, cap, info_nce, kmeans, optimize, task_loss_and_parts, training_view
+from baselines.multimodal.common import ModalityGNN, cap, info_nce, kmeans, optimize, task_loss_and_parts
 from benchmark.algorithm import ModelAlgorithm, load_model_payload, model_payload, weighted_average
 from benchmark.comm import Payload
 from benchmark.config import ModelConfig
@@ -176,7 +176,7 @@ class PEPSY(ModelAlgorithm):
         model, opt = self.client_model(state)
         load_model_payload(model, received)
         task = self.ctx.task
-        view = training_view(task, client)
+        view = task.training_view(client)
 
         def loss_fn() -> Tensor:
             loss, (z, extras) = task_loss_and_parts(task, model, client)

@@ -17,6 +17,9 @@ class Task(ABC):
 
     primary_metric: ClassVar[str]
     metrics: ClassVar[tuple[str, ...]]
+    # True when the client's own edges are what is predicted (an algorithm must not add edges
+    # to the client's graph, and must read only ``known_edges`` outside the task's forward passes)
+    holds_out_edges: ClassVar[bool] = False
 
     def __init__(self, cfg: object | None = None) -> None:
         self.cfg = cfg
@@ -32,3 +35,21 @@ class Task(ABC):
     @abstractmethod
     def evaluate(self, model: nn.Module, client: ClientData) -> dict[str, dict[str, float]]:
         """{split: {metric: value, 'n': split size}} for val and test (and train)."""
+
+    # What an algorithm may see of a client beyond the task's own loss. Algorithms that make
+    # extra forward passes, exchange graph statistics or summarize nodes ask the task, so a
+    # task that holds part of the client out (link prediction's val/test edges) hides it
+    # from every algorithm in one place.
+
+    def training_view(self, client: ClientData) -> ClientData:
+        """The client as a training-time forward pass may see it."""
+        return client
+
+    def known_edges(self, client: ClientData) -> Tensor:
+        """The client's own edges (local ids, both directions) an algorithm may read in a setup
+        exchange or a statistic it uploads."""
+        return client.edge_index
+
+    def training_nodes(self, client: ClientData) -> Tensor:
+        """Boolean mask of the nodes the task trains on (whose summaries an algorithm may use)."""
+        return client.train_mask

@@ -93,6 +93,7 @@ class LinkPrediction(Task):
 
     primary_metric = "auc"
     metrics = ("auc", "ap")
+    holds_out_edges = True
 
     @dataclass
     class Config:
@@ -158,6 +159,18 @@ class LinkPrediction(Task):
     def view(client: ClientData, message: Tensor) -> ClientData:
         """The client with ``message`` as its graph (features and masks unchanged)."""
         return dataclasses.replace(client, edge_index=message)
+
+    def training_view(self, client: ClientData) -> ClientData:
+        """The training message graph: no validation or test edge (nor supervision target)."""
+        return self.view(client, self.split(client, with_negatives=False).train_message)
+
+    def known_edges(self, client: ClientData) -> Tensor:
+        """All training edges; never a validation or test edge."""
+        return self.split(client, with_negatives=False).eval_message
+
+    def training_nodes(self, client: ClientData) -> Tensor:
+        """Every node: the targets are edges, and no node label is involved."""
+        return torch.ones(client.num_nodes, dtype=torch.bool, device=client.train_mask.device)
 
     @staticmethod
     def score(z: Tensor, pairs: Tensor) -> Tensor:

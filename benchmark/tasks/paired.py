@@ -81,6 +81,11 @@ class PairedModalityTask(Task):
         both = client.available[:, qi] & client.available[:, gi]
         return zq, zg, both
 
+    def training_nodes(self, client: ClientData) -> Tensor:
+        """Training nodes holding both modalities (the pairs the loss trains on)."""
+        qi, gi = self.modalities(client)
+        return client.train_mask & client.available[:, qi] & client.available[:, gi]
+
     @staticmethod
     def zero_loss(z: Tensor) -> Tensor:
         """A zero loss that still has a graph (a client without training pairs)."""
