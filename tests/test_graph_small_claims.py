@@ -49,9 +49,12 @@ def test_table1_fedmpo_below_fedavg_on_tiktok_link_prediction(table1):
     assert table1[("auc", "dy", "fedmpo")] < table1[("auc", "dy", "fedavg")] - 0.03
 
 
-def test_table1_fedmpo_best_but_fedgcn_on_tiktok_retrieval(table1):
-    others = [a for (m, s, a) in table1 if m == "recall@5" and s == "toys" and a not in ("fedmpo", "fedgcn")]
-    assert others and all(table1[("recall@5", "toys", "fedmpo")] > table1[("recall@5", "toys", a)] for a in others)
+def test_table1_tiktok_retrieval_order_fedspa_fedgcn_fedmpo(table1):
+    """FedSPA, FedGCN and FedMPO are the top three on TikTok retrieval, in that order; the first
+    two match pairs largely by graph position (see the structure_control suite)."""
+    toys = {a: v for (m, s, a), v in table1.items() if m == "recall@5" and s == "toys"}
+    assert len(toys) == 10
+    assert sorted(toys, key=toys.get, reverse=True)[:3] == ["fedspa", "fedgcn", "fedmpo"]
 
 
 @pytest.fixture(scope="module")
