@@ -51,6 +51,7 @@ class PartitionConfig(ComponentConfig):
 class MissingConfig(ComponentConfig):
     name: str = "node_level"
     fill: str = "zeros"
+    content: str = "keep"
 
 
 @dataclass
@@ -341,6 +342,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"train.client_fraction must be in (0, 1], got {cfg.train.client_fraction}")
     if cfg.missing.fill not in ("zeros", "random", "mean"):
         raise ConfigError(f"missing.fill must be zeros, random or mean, got '{cfg.missing.fill}'")
+    if cfg.missing.content not in ("keep", "shuffle"):
+        raise ConfigError(f"missing.content must be keep or shuffle, got '{cfg.missing.content}'")
     if cfg.train.rounds < 1:
         raise ConfigError(f"train.rounds must be >= 1, got {cfg.train.rounds}")
 

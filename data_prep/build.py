@@ -219,6 +219,27 @@ def masked_features(
     return out
 
 
+def shuffled_content(dataset: GraphDataset, seed: int) -> dict[str, torch.Tensor]:
+    """Each modality's rows permuted across the nodes that hold it, independently per modality
+    (``missing.content: shuffle``).
+
+    The structure-only control of the paired tasks: every feature is still a real row of its
+    modality, but a node's image and text (visual and acoustic) now come from two unrelated
+    nodes, so no content links a query to its true partner. A retrieval or matching score
+    above chance is then the graph's doing: both views of a node share its neighbourhood.
+    Partition, masks and splits are untouched (the artifact is the same).
+    """
+    out: dict[str, torch.Tensor] = {}
+    for j, m in enumerate(dataset.modalities):
+        x = dataset.features[m]
+        holders = torch.nonzero(dataset.available[:, j]).flatten()
+        perm = torch.from_numpy(seeded_rng(seed, f"shuffle/{m}").permutation(holders.numel()))
+        shuffled = x.clone()
+        shuffled[holders] = x[holders[perm]]
+        out[m] = shuffled
+    return out
+
+
 # --------------------------------------------------------------------------- clients
 
 
@@ -341,6 +362,8 @@ def assemble(
     owner = owner_array(clients_idx, n)
     available: torch.Tensor = art["available"].bool()
     masks = (art["train_mask"].bool(), art["val_mask"].bool(), art["test_mask"].bool())
+    if cfg.missing.content == "shuffle":
+        dataset = dataclasses.replace(dataset, features=shuffled_content(dataset, cfg.seed))
     features = masked_features(dataset, available, owner, cfg.missing.fill, cfg.seed)
 
     edges = client_edges(dataset.edge_index, owner, clients_idx)

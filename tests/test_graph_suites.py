@@ -22,7 +22,8 @@ from benchmark.report.tables import make_table
 from benchmark.sweep import SCALES, applicable, load_suite, run_cell
 
 SUITES = ["fedmpo_table1", "fedmpo_table2", "fedmpo_ablation", "fedmpo_sensitivity", "fedmgs_table2",
-          "fedmgs_table3", "fedmgs_table4", "fedmgs_table6", "fedmgs_sensitivity", "efficiency", "partition_effect"]
+          "fedmgs_table3", "fedmgs_table4", "fedmgs_table6", "fedmgs_sensitivity", "efficiency", "partition_effect",
+          "structure_control"]
 TASK_METRICS = {"node_cls": ("accuracy", "macro_f1"), "link_pred": ("auc", "ap"), "matching": ("auc", "ap"),
                 "retrieval": ("mrr", "recall@1", "recall@5", "recall@10")}
 

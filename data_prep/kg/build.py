@@ -254,6 +254,8 @@ def build_kg_federation(cfg: RunConfig, dataset: KGDataset | None = None) -> Fed
         raise ConfigError(f"a KG dataset needs partition.name: relation_id, got '{cfg.partition.name}'")
     if cfg.missing.name != "kg_items":
         raise ConfigError(f"a KG dataset needs missing.name: kg_items, got '{cfg.missing.name}'")
+    if cfg.missing.content != "keep":
+        raise ConfigError("missing.content: shuffle is a control of the graph tasks; KG datasets take keep")
     part_cls, part_cfg = _resolve(R.PARTITIONERS, cfg.partition, "partition")
     _, mask_cfg = _resolve(R.MASKERS, cfg.missing, "missing")
     dataset = select_modalities(dataset, mask_cfg.modalities)
