@@ -13,7 +13,7 @@ import pytest
 from small_results import assert_complete_and_tables_generated, load_small, mean_metric
 
 SUITES = ["fedmpo_table1", "fedmpo_table2", "fedmgs_table2", "fedmgs_table3", "fedmgs_table6", "efficiency",
-          "partition_effect"]
+          "partition_effect", "structure_control"]
 
 
 # fedmpo_table2's records say git_dirty: while it ran, the tree held the uncommitted FedGCN
@@ -242,3 +242,38 @@ def test_partition_link_prediction_ends_fixed_middle_reordered_all_higher_on_lou
         assert _rank(scores, "fedmpo") == len(scores)
     assert (_rank(dirichlet, "fedmgs"), _rank(louvain, "fedmgs")) == (3, 6)
     assert all(louvain[a] > dirichlet[a] for a in dirichlet)
+
+
+@pytest.fixture(scope="module")
+def structure() -> dict[tuple, float]:
+    """(setting, algorithm, content) -> mean test R@5 (retrieval) or AUC (matching)."""
+    _, records, _ = load_small("structure_control")
+    out = {}
+    for setting, metric in (("toys", "recall@5"), ("ku", "auc"), ("flickr30k", "recall@5")):
+        rows = [r for r in records if r["params"]["setting"] == setting]
+        out.update({(setting, *k): v for k, v in
+                    mean_metric(rows, metric, "algorithm.name", "missing.content").items()})
+    return out
+
+
+def test_structure_control_tiktok_paired_scores_are_graph_position(structure):
+    """On TikTok, shuffling the content of every pair costs no method (but FedMGS's content-only
+    matching) more than 3 points: those retrieval and matching numbers measure graph position."""
+    for setting in ("toys", "ku"):
+        algos = {a for (s, a, _) in structure if s == setting}
+        assert len(algos) >= 7
+        for a in algos - ({"fedmgs"} if setting == "ku" else set()):
+            assert structure[(setting, a, "shuffle")] > structure[(setting, a, "keep")] - 0.03, (setting, a)
+    assert structure[("ku", "fedmgs", "keep")] - structure[("ku", "fedmgs", "shuffle")] > 0.05
+    assert structure[("ku", "fedmgs", "shuffle")] < 0.52  # chance once its content link is gone
+
+
+def test_structure_control_synthetic_retrieval_content_vs_position(structure):
+    """On the synthetic graph FedMGS's lead is content (it collapses with shuffled pairs), while
+    FedGCN, FedSPA and FedMPO keep almost all of theirs (graph position)."""
+    keep, shuf = (lambda a: structure[("flickr30k", a, "keep")]), (lambda a: structure[("flickr30k", a, "shuffle")])
+    assert keep("fedmgs") > 0.9 and shuf("fedmgs") < 0.2
+    for a in ("fedgcn", "fedspa", "fedmpo"):
+        assert shuf(a) > keep(a) - 0.06, a
+    for a in ("fedavg", "fedmvp", "pepsy", "s2fgl"):  # partly content: they lose 8-23 points
+        assert keep(a) - shuf(a) > 0.08, a

@@ -129,3 +129,22 @@ def test_rank_chart_ranks_each_column_and_rejects_one_column(tmp_path, monkeypat
     assert drawn == [(1, 3), (3, 1), (2, 2)]
     with pytest.raises(DataError, match="at least two"):
         rf.rank_chart(_rank_records(means), "setting", "accuracy", out_stem=tmp_path / "r3", filters={"setting": "a"})
+
+
+def test_contrast_chart_draws_one_bar_per_method_and_value(tmp_path, monkeypatch):
+    import benchmark.report.contrast_figure as cf
+    from benchmark.errors import DataError
+
+    means = {("keep", "x"): 0.9, ("shuffle", "x"): 0.2, ("keep", "y"): 0.5, ("shuffle", "y"): 0.5}
+    paths = cf.contrast_bars(_rank_records(means), "setting", "accuracy", out_stem=tmp_path / "c",
+                             x_order=["keep", "shuffle"])
+    assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 1000 for p in paths)
+    heights: list[float] = []  # the bars of the figure, read back instead of saved
+    monkeypatch.setattr(cf, "_save", lambda fig, stem: heights.extend(
+        round(b.get_height(), 6) for b in fig.axes[0].patches) or [])
+    cf.contrast_bars(_rank_records(means), "setting", "accuracy", out_stem=tmp_path / "c2",
+                     x_order=["keep", "shuffle"], hue_order=["x", "y"])
+    assert heights == [90.0, 50.0, 20.0, 50.0]  # keep bars (x, y), then shuffle bars
+    with pytest.raises(DataError, match="at least two"):
+        cf.contrast_bars(_rank_records(means), "setting", "accuracy", out_stem=tmp_path / "c3",
+                         filters={"setting": "keep"})

@@ -436,12 +436,14 @@ PLOT_KINDS = {"robustness": robustness_plot, "heatmap": heatmap_plot, "round_cur
 
 
 def plot_kinds() -> dict[str, Any]:
-    """PLOT_KINDS plus the KG track's figures and the rank chart (those modules draw with this
-    module's helpers, so they are imported here lazily rather than at the top)."""
+    """PLOT_KINDS plus the KG track's figures, the rank chart and the contrast chart (those
+    modules draw with this module's helpers, so they are imported here lazily rather than at
+    the top)."""
+    from benchmark.report.contrast_figure import CONTRAST_PLOT_KINDS
     from benchmark.report.kg_figures import KG_PLOT_KINDS
     from benchmark.report.rank_figure import RANK_PLOT_KINDS
 
-    return {**PLOT_KINDS, **KG_PLOT_KINDS, **RANK_PLOT_KINDS}
+    return {**PLOT_KINDS, **KG_PLOT_KINDS, **RANK_PLOT_KINDS, **CONTRAST_PLOT_KINDS}
 
 
 def suite_plots(suite: str, specs: Sequence[Mapping[str, Any]] | None, records: Sequence[Mapping[str, Any]],
