@@ -11,9 +11,8 @@ import dataclasses
 import pytest
 import torch
 
-from benchmark.engine import Engine
 from benchmark.federation import ClientData
-from test_multimodal_fl import _algo, _pair_cfg, pair_fed  # noqa: F401  (pair_fed is a fixture)
+from test_multimodal_fl import _algo, _pair_cfg, assert_beats_trivial_reference, pair_fed  # noqa: F401  (pair_fed is a fixture)
 
 ROUNDS = 8
 
@@ -35,11 +34,7 @@ def _pairs(edges: torch.Tensor) -> set[tuple[int, int]]:
 
 @pytest.mark.parametrize("algo", ["fedgcn", "fedlap"])
 def test_link_pred_beats_chance_and_passes_audit(algo, pair_fed):  # noqa: F811
-    cache, fed = pair_fed
-    rec = Engine(_pair_cfg(algo, "link_pred", cache, rounds=ROUNDS), fed=fed).run()
-    assert rec["status"] == "ok", rec["error"]
-    assert rec["comm"]["violations"] == []
-    assert rec["metrics"]["test/auc"] > 0.6, rec["metrics"]
+    assert_beats_trivial_reference(algo, "link_pred", pair_fed, ROUNDS)
 
 
 def test_fedlap_setup_edges_are_training_plus_boundary(pair_fed):  # noqa: F811

@@ -14,18 +14,17 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from benchmark.errors import ConfigError, DataError
+from benchmark.errors import DataError
 from benchmark.report.plots import (
     _hue_order,
     _hue_text,
-    _log_exclusions,
-    _metric_col,
-    _prepare,
     _save,
+    _seed_means,
+    _successful,
     _y_label,
     series_palette,
 )
-from benchmark.report.records import aggregate, select_records, value_key
+from benchmark.report.records import value_key
 
 
 def contrast_bars(
@@ -45,16 +44,7 @@ def contrast_bars(
 ) -> list[Path]:
     """Mean ``metric`` per (``hue`` group, ``x`` bar) with seed-std whiskers."""
     what = f"contrast chart of {metric} over {x}"
-    if x == hue:
-        raise ConfigError(f"{what}: x and hue are the same key '{x}'")
-    frame = _prepare(records, [x, hue], filters, what)
-    col = _metric_col(frame, metric, what)
-    selected, exclusions = select_records(frame, [hue, x])
-    _log_exclusions(exclusions, what)
-    agg = aggregate(selected, [hue, x], [col])
-    agg = agg[agg["n"] > 0]
-    if agg.empty:
-        raise DataError(f"{what}: no successful record has '{col}'")
+    agg = _successful(_seed_means(records, x, hue, metric, filters, what), metric, what)
     bars = _hue_order(agg[x].tolist(), x_order)
     if len(bars) < 2:
         raise DataError(f"{what}: needs at least two values of '{x}', the records have {len(bars)}")

@@ -114,6 +114,28 @@ def _log_exclusions(exclusions: Sequence[Any], what: str) -> None:
         log.warning("%s: cell %s: %d record(s) excluded, %s", what, ex.cell, ex.n_excluded, ex.reason)
 
 
+def _seed_means(records: Sequence[Mapping[str, Any]], x: str, hue: str, metric: str,
+                filters: Mapping[str, Any] | None, what: str) -> pd.DataFrame:
+    """Mean and std over seeds of ``metric`` per (``hue``, ``x``) cell, the first step of every
+    figure: keys and filters checked, uniform cells, excluded records logged. Cells whose seeds
+    all failed are kept (``n`` 0) for the caller to name or drop."""
+    if x == hue:
+        raise ConfigError(f"{what}: x and hue are the same key '{x}'")
+    frame = _prepare(records, [x, hue], filters, what)
+    col = _metric_col(frame, metric, what)
+    selected, exclusions = select_records(frame, [hue, x])
+    _log_exclusions(exclusions, what)
+    return aggregate(selected, [hue, x], [col])
+
+
+def _successful(agg: pd.DataFrame, metric: str, what: str) -> pd.DataFrame:
+    """The cells with at least one successful seed; an error when there are none."""
+    ok = agg[agg["n"] > 0]
+    if ok.empty:
+        raise DataError(f"{what}: no successful record has '{metric_column(metric)}'")
+    return ok
+
+
 def _hue_order(values: Sequence[Any], hue_order: Sequence[Any] | None) -> list[Any]:
     present = list(dict.fromkeys(values))
     if not hue_order:
@@ -180,13 +202,7 @@ def robustness_plot(
     Cells whose seeds all failed are left out of the line and named in its legend entry.
     """
     what = f"robustness plot of {metric} vs {x}"
-    if x == hue:
-        raise ConfigError(f"{what}: x and hue are the same key '{x}'")
-    frame = _prepare(records, [x, hue], filters, what)
-    col = _metric_col(frame, metric, what)
-    selected, exclusions = select_records(frame, [hue, x])
-    _log_exclusions(exclusions, what)
-    agg = aggregate(selected, [hue, x], [col])
+    agg = _seed_means(records, x, hue, metric, filters, what)
     xs_all = pd.to_numeric(agg[x], errors="coerce")
     if xs_all.isna().any():
         bad = sorted({str(v) for v, n in zip(agg[x], xs_all) if n != n})
@@ -196,8 +212,7 @@ def robustness_plot(
     elif log_x and not (xs_all > 0).all():
         raise ConfigError(f"{what}: log x axis needs positive '{x}' values")
     scale = 100.0 if percent else 1.0
-    if not (agg["n"] > 0).any():
-        raise DataError(f"{what}: no successful record has '{col}'")
+    _successful(agg, metric, what)
 
     hues = _hue_order(agg[hue].tolist(), hue_order)
     fig, ax, palette = _new_figure(len(hues))
