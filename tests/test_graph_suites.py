@@ -156,9 +156,12 @@ def test_fedmpo_table1_layout_and_na():
     # FedProto: N/A in ours (no link prediction) and in the paper's
     assert rows["FedProto"]["DY (LP) · AUC"] == "N/A" and rows["FedProto"]["DY (LP) · AUC (paper)"] == "N/A"
     assert _is_value(rows["FedProto"]["Ele-fashion (NC) · Acc"])
-    # FedGCN: N/A in ours (its setup exchange would read held-out edges), a number in the paper's
-    assert rows["FedGCN"]["DY (LP) · AUC"] == "N/A" and rows["FedGCN"]["DY (LP) · AUC (paper)"] == "79.37"
-    assert _is_value(rows["FedMPO"]["DY (LP) · AUC"])
+    # FedLAP: N/A in ours on retrieval (node-identity shortcut), a number in the paper's
+    assert rows["FedLAP"]["Toys (Retrieval) · R@5"] == "N/A" and rows["FedLAP"]["Toys (Retrieval) · R@5 (paper)"] == "63.46"
+    # FedIIH: N/A on link prediction in ours and in the paper's, a number on retrieval
+    assert rows["FedIIH"]["DY (LP) · AUC"] == "N/A" and rows["FedIIH"]["DY (LP) · AUC (paper)"] == "N/A"
+    assert _is_value(rows["FedIIH"]["Toys (Retrieval) · R@5"])
+    assert _is_value(rows["FedGCN"]["DY (LP) · AUC"]) and _is_value(rows["FedMPO"]["DY (LP) · AUC"])
 
 
 def test_fedmgs_table2_two_level_columns():

@@ -50,7 +50,8 @@ def test_applicable_follows_declared_tasks():
     assert applicable(_cell("fedavg", "link_pred"))
     assert applicable(_cell("fedproto", "node_cls"))
     assert not applicable(_cell("fedproto", "link_pred"))
-    assert not applicable(_cell("fedgcn", "link_pred"))  # FedGCN's setup would aggregate held-out edges
+    assert not applicable(_cell("fedlap", "retrieval"))  # its spectral features would identify the pair
+    assert applicable(_cell("fedgcn", "link_pred"))      # its setup reads training edges only
     # an unregistered method is not silently N/A: its cell runs and fails loudly
     assert applicable(_cell("no_such_method", "link_pred"))
 
