@@ -44,7 +44,7 @@ def contrast_bars(
 ) -> list[Path]:
     """Mean ``metric`` per (``hue`` group, ``x`` bar) with seed-std whiskers."""
     what = f"contrast chart of {metric} over {x}"
-    agg = _successful(_seed_means(records, x, hue, metric, filters, what), metric, what)
+    agg = _successful(_seed_means(records, (hue, x), metric, filters, what), metric, what)
     bars = _hue_order(agg[x].tolist(), x_order)
     if len(bars) < 2:
         raise DataError(f"{what}: needs at least two values of '{x}', the records have {len(bars)}")

@@ -114,18 +114,19 @@ def _log_exclusions(exclusions: Sequence[Any], what: str) -> None:
         log.warning("%s: cell %s: %d record(s) excluded, %s", what, ex.cell, ex.n_excluded, ex.reason)
 
 
-def _seed_means(records: Sequence[Mapping[str, Any]], x: str, hue: str, metric: str,
-                filters: Mapping[str, Any] | None, what: str) -> pd.DataFrame:
-    """Mean and std over seeds of ``metric`` per (``hue``, ``x``) cell, the first step of every
-    figure: keys and filters checked, uniform cells, excluded records logged. Cells whose seeds
-    all failed are kept (``n`` 0) for the caller to name or drop."""
-    if x == hue:
-        raise ConfigError(f"{what}: x and hue are the same key '{x}'")
-    frame = _prepare(records, [x, hue], filters, what)
+def _seed_means(records: Sequence[Mapping[str, Any]], keys: tuple[str, str], metric: str,
+                filters: Mapping[str, Any] | None, what: str, axes: str = "x and hue") -> pd.DataFrame:
+    """Mean and std over seeds of ``metric`` per cell of the two ``keys`` (series, x), the first
+    step of every figure: keys and filters checked, uniform cells, excluded records logged.
+    Cells whose seeds all failed are kept (``n`` 0) for the caller to name or drop. ``axes``
+    names the two keys in the error for equal keys."""
+    if keys[0] == keys[1]:
+        raise ConfigError(f"{what}: {axes} are the same key '{keys[0]}'")
+    frame = _prepare(records, list(keys), filters, what)
     col = _metric_col(frame, metric, what)
-    selected, exclusions = select_records(frame, [hue, x])
+    selected, exclusions = select_records(frame, list(keys))
     _log_exclusions(exclusions, what)
-    return aggregate(selected, [hue, x], [col])
+    return aggregate(selected, list(keys), [col])
 
 
 def _successful(agg: pd.DataFrame, metric: str, what: str) -> pd.DataFrame:
@@ -202,7 +203,7 @@ def robustness_plot(
     Cells whose seeds all failed are left out of the line and named in its legend entry.
     """
     what = f"robustness plot of {metric} vs {x}"
-    agg = _seed_means(records, x, hue, metric, filters, what)
+    agg = _seed_means(records, (hue, x), metric, filters, what)
     xs_all = pd.to_numeric(agg[x], errors="coerce")
     if xs_all.isna().any():
         bad = sorted({str(v) for v, n in zip(agg[x], xs_all) if n != n})
@@ -389,15 +390,8 @@ def heatmap_plot(
     with the mean (and the sample std over seeds below it when there are several).
     """
     what = f"heatmap of {metric} over {x} x {y}"
-    if x == y:
-        raise ConfigError(f"{what}: x and y are the same key '{x}'")
-    frame = _prepare(records, [x, y], filters, what)
-    col = _metric_col(frame, metric, what)
-    selected, exclusions = select_records(frame, [x, y])
-    _log_exclusions(exclusions, what)
-    agg = aggregate(selected, [x, y], [col])
-    if not (agg["n"] > 0).any():
-        raise DataError(f"{what}: no successful record has '{col}'")
+    agg = _seed_means(records, (x, y), metric, filters, what, axes="x and y")
+    _successful(agg, metric, what)
     xs = _sorted_values(agg[x].tolist())
     ys = _sorted_values(agg[y].tolist())
     xi = {value_key(v): i for i, v in enumerate(xs)}

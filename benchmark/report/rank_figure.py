@@ -46,7 +46,7 @@ def rank_chart(
 ) -> list[Path]:
     """Rank of every ``hue`` value in each ``x`` column by mean ``metric``, joined by lines."""
     what = f"rank chart of {metric} over {x}"
-    agg = _successful(_seed_means(records, x, hue, metric, filters, what), metric, what)
+    agg = _successful(_seed_means(records, (hue, x), metric, filters, what), metric, what)
     columns = _hue_order(agg[x].tolist(), x_order)
     if len(columns) < 2:
         raise DataError(f"{what}: needs at least two values of '{x}', the records have {len(columns)}")
