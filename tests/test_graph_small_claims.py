@@ -16,15 +16,9 @@ SUITES = ["fedmpo_table1", "fedmpo_table2", "fedmgs_table2", "fedmgs_table3", "f
           "partition_effect", "structure_control"]
 
 
-# fedmpo_table2's records say git_dirty: while it ran, the tree held the uncommitted FedGCN
-# change for paired tasks (committed as b879500), a path no node-classification cell runs.
-# Sweeps have pinned their starting code state since, so every later suite must be clean.
-DIRTY_TREE_DURING_SWEEP = {"fedmpo_table2"}
-
-
 @pytest.mark.parametrize("name", SUITES)
 def test_every_cell_recorded_ok_and_table_generated(name, tmp_path):
-    assert_complete_and_tables_generated(name, tmp_path, clean=name not in DIRTY_TREE_DURING_SWEEP)
+    assert_complete_and_tables_generated(name, tmp_path)
 
 
 @pytest.fixture(scope="module")
