@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from benchmark.errors import DataError
 from benchmark.report.plots import (
-    _hue_order,
+    _categories,
     _hue_text,
     _save,
     _seed_means,
@@ -45,10 +44,7 @@ def contrast_bars(
     """Mean ``metric`` per (``hue`` group, ``x`` bar) with seed-std whiskers."""
     what = f"contrast chart of {metric} over {x}"
     agg = _successful(_seed_means(records, (hue, x), metric, filters, what), metric, what)
-    bars = _hue_order(agg[x].tolist(), x_order)
-    if len(bars) < 2:
-        raise DataError(f"{what}: needs at least two values of '{x}', the records have {len(bars)}")
-    groups = _hue_order(agg[hue].tolist(), hue_order)
+    bars, groups = _categories(agg, x, hue, x_order, hue_order, what)
     table = {(value_key(r[hue]), value_key(r[x])): (float(r["mean"]), float(r["std"])) for _, r in agg.iterrows()}
 
     scale = 100.0 if percent else 1.0

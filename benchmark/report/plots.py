@@ -129,6 +129,16 @@ def _seed_means(records: Sequence[Mapping[str, Any]], keys: tuple[str, str], met
     return aggregate(selected, list(keys), [col])
 
 
+def _categories(agg: pd.DataFrame, x: str, hue: str, x_order: Sequence[Any] | None,
+                hue_order: Sequence[Any] | None, what: str) -> tuple[list[Any], list[Any]]:
+    """The ordered ``x`` values (at least two: a chart that compares them needs them) and the
+    ordered ``hue`` values of a categorical chart."""
+    columns = _hue_order(agg[x].tolist(), x_order)
+    if len(columns) < 2:
+        raise DataError(f"{what}: needs at least two values of '{x}', the records have {len(columns)}")
+    return columns, _hue_order(agg[hue].tolist(), hue_order)
+
+
 def _successful(agg: pd.DataFrame, metric: str, what: str) -> pd.DataFrame:
     """The cells with at least one successful seed; an error when there are none."""
     ok = agg[agg["n"] > 0]

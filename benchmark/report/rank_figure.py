@@ -14,10 +14,9 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from benchmark.errors import DataError
 from benchmark.report.plots import (
     _MARKERS,
-    _hue_order,
+    _categories,
     _hue_text,
     _save,
     _seed_means,
@@ -47,10 +46,7 @@ def rank_chart(
     """Rank of every ``hue`` value in each ``x`` column by mean ``metric``, joined by lines."""
     what = f"rank chart of {metric} over {x}"
     agg = _successful(_seed_means(records, (hue, x), metric, filters, what), metric, what)
-    columns = _hue_order(agg[x].tolist(), x_order)
-    if len(columns) < 2:
-        raise DataError(f"{what}: needs at least two values of '{x}', the records have {len(columns)}")
-    hues = _hue_order(agg[hue].tolist(), hue_order)
+    columns, hues = _categories(agg, x, hue, x_order, hue_order, what)
     ranks: dict[Any, dict[int, tuple[int, float, float]]] = {value_key(h): {} for h in hues}
     for ci, c in enumerate(columns):
         part = agg[agg[x].map(value_key) == value_key(c)]
