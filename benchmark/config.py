@@ -93,6 +93,8 @@ class TrainConfig:
     patience: int = 0
     checkpoint_every: int = 0
     device: str = "auto"
+    deterministic: bool = True
+    matmul_precision: str = "highest"
 
 
 @dataclass
@@ -346,6 +348,10 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"missing.content must be keep or shuffle, got '{cfg.missing.content}'")
     if cfg.train.rounds < 1:
         raise ConfigError(f"train.rounds must be >= 1, got {cfg.train.rounds}")
+    if cfg.train.matmul_precision not in ("highest", "high", "medium"):
+        raise ConfigError(f"train.matmul_precision must be highest, high or medium, got '{cfg.train.matmul_precision}'")
+    if not isinstance(cfg.train.deterministic, bool):
+        raise ConfigError(f"train.deterministic must be true or false, got '{cfg.train.deterministic}'")
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:

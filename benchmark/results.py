@@ -77,7 +77,11 @@ def protocol_hash(cfg: RunConfig) -> str:
     """Hash of what defines how a number is produced, apart from method, seed and artifact."""
     d = cfg.to_dict()
     keep = {k: d[k] for k in ("dataset", "split", "task", "train", "model")}
-    keep["train"] = {k: v for k, v in keep["train"].items() if k not in ("device", "checkpoint_every")}
+    # how a run executes, not what it computes: left out, so records stay comparable across
+    # devices and resume settings; a matmul precision other than full fp32 changes the numbers
+    keep["train"] = {k: v for k, v in keep["train"].items()
+                     if k not in ("device", "checkpoint_every", "deterministic")
+                     and not (k == "matmul_precision" and v == "highest")}
     import hashlib
 
     return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
