@@ -29,12 +29,11 @@ from benchmark.config import ModelConfig, RunConfig
 from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
 from benchmark.tasks.base import Task
+from benchmark.training import LocalLoop, LoopLog, NonFiniteLoss
 
 Broadcast = Payload | dict[int, Payload]
-
-
-class NonFiniteLoss(RuntimeError):
-    """Raised by local training when the loss becomes NaN or infinite."""
+__all__ = ["AlgoContext", "Algorithm", "Broadcast", "ModelAlgorithm", "NonFiniteLoss", "load_model_payload",
+           "model_payload", "weighted_average"]
 
 
 @dataclass
@@ -146,24 +145,14 @@ class ModelAlgorithm(Algorithm):
 
     def local_train(self, model: nn.Module, opt: torch.optim.Optimizer, client: ClientData,
                     extra_loss: Callable[[nn.Module], Tensor] | None = None,
-                    epochs: int | None = None) -> float:
-        """Full-batch local epochs; returns the last loss (NaN is the engine's to catch)."""
-        train = self.ctx.run.train
+                    epochs: int | None = None) -> LoopLog:
+        """Full-batch local epochs of the task's loss plus ``extra_loss(model)`` through the
+        core loop (``benchmark.training``); a non-finite loss raises ``NonFiniteLoss``."""
         model.train()
-        loss_value = float("nan")
-        for _ in range(epochs if epochs is not None else train.local_epochs):
-            opt.zero_grad(set_to_none=True)
-            loss = self.ctx.task.loss(model, client)
-            if extra_loss is not None:
-                loss = loss + extra_loss(model)
-            if not torch.isfinite(loss):
-                raise NonFiniteLoss(f"non-finite training loss ({float(loss.detach())}) on client {client.cid}")
-            loss.backward()
-            if train.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
-            opt.step()
-            loss_value = float(loss.detach())
-        return loss_value
+        loop = LocalLoop.from_train(self.ctx.run.train, epochs)
+        penalty = None if extra_loss is None else (lambda: extra_loss(model))
+        return loop.run(lambda: self.ctx.task.loss(model, client), opt, model.parameters(), cid=client.cid,
+                        penalty=penalty)
 
     def num_examples(self, client: ClientData) -> Tensor:
         return torch.tensor([float(client.num_train)])

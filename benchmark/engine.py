@@ -24,6 +24,7 @@ from benchmark import registry as R
 from benchmark.algorithm import AlgoContext, Algorithm, Broadcast, NonFiniteLoss
 from benchmark.comm import Ledger, Payload, RawDataFingerprint
 from benchmark.config import RunConfig, component_config
+from benchmark.determinism import DeterminismWatch, configure as configure_determinism
 from benchmark.errors import BenchmarkError
 from benchmark.federation import ClientData, FederatedData
 from benchmark.memory import PeakMemory
@@ -31,11 +32,18 @@ from benchmark.metrics import weighted_mean
 from benchmark.results import now_iso, provenance
 
 
+#: what ``train.device: auto`` resolves to when set (the test suite's ``--device`` sets it)
+DEVICE_ENV = "FEDMM_DEVICE"
+
+
 def resolve_device(name: str) -> torch.device:
-    """'auto' -> CUDA when present, else CPU."""
+    """'auto' -> ``$FEDMM_DEVICE`` when set, else CUDA when present, else CPU."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(name)
+        name = os.environ.get(DEVICE_ENV, "") or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise BenchmarkError(f"train.device must be auto, cpu, cuda or cuda:N, got '{name}'") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise BenchmarkError(f"train.device is '{name}' but CUDA is not available; use 'auto' or 'cpu'")
     return dev
@@ -101,6 +109,8 @@ class Engine:
         R.load_plugins()
         self.cfg = cfg
         self.device = resolve_device(cfg.train.device)
+        configure_determinism(cfg.train.deterministic)
+        torch.set_float32_matmul_precision(cfg.train.matmul_precision)
         seed_everything(cfg.seed)
         if fed is None:
             from data_prep.build import build_federation
@@ -210,7 +220,7 @@ class Engine:
         status, error = "ok", None
         sim = self._load_checkpoint() if resume and cfg.train.checkpoint_every > 0 else None
         raws = {c.cid: RawDataFingerprint(c) for c in self.train_clients} if self.audit else {}
-        with PeakMemory(self.device) as mem:
+        with PeakMemory(self.device) as mem, DeterminismWatch(cfg.train.deterministic) as watch:
             if sim is None:
                 seed_everything(cfg.seed)
                 algo = self.algo_cls(self.algo_cfg, self._context())
@@ -281,7 +291,9 @@ class Engine:
         if ckpt.exists():
             ckpt.unlink()
         self.sim = sim
-        return self._record(sim, status, error, time.perf_counter() - start, mem.peak_mb, mem.growth_mb)
+        record = self._record(sim, status, error, time.perf_counter() - start, mem.peak_mb, mem.growth_mb)
+        record["determinism"] = watch.summary()
+        return record
 
     def _record(self, sim: SimState, status: str, error: dict | None, wall: float, peak_mb: float,
                 growth_mb: float) -> dict[str, Any]:

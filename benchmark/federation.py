@@ -113,6 +113,11 @@ class ClientData:
     boundary_edges: Tensor = field(default_factory=lambda: torch.empty(2, 0, dtype=torch.long))
 
     @property
+    def device(self) -> torch.device:
+        """Where the client's tensors live (the engine moves them to the run's device)."""
+        return self.global_ids.device
+
+    @property
     def num_nodes(self) -> int:
         return int(self.global_ids.numel())
 

@@ -7,7 +7,9 @@ import os
 import pytest
 import torch
 
+from benchmark.engine import DEVICE_ENV
 from benchmark.federation import ClientData, FederatedData
+from devices import TEST_DEVICE_ENV, test_device
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("FEDMM_THREADS", "1")
@@ -18,6 +20,31 @@ try:  # the same for numpy/scipy/sklearn BLAS pools
     threadpool_limits(1)
 except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
     pass
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--device", default=None,
+                     help="cpu, cuda or cuda:N: where the engine and the tests' tensors run "
+                          "(default: $FEDMM_TEST_DEVICE, else cpu)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    name = config.getoption("--device") or os.environ.get(TEST_DEVICE_ENV) or "cpu"
+    dev = torch.device(name)  # a malformed name fails here, before any test
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError(f"--device {name}: CUDA is not available on this machine")
+    os.environ[TEST_DEVICE_ENV] = name
+    os.environ[DEVICE_ENV] = name  # train.device: auto -> this device
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"fedmm test device: {test_device()}"
+
+
+@pytest.fixture
+def device() -> torch.device:
+    """The test device (see tests/devices.py)."""
+    return test_device()
 
 
 def make_tiny_federation(n: int = 300, k: int = 3, classes: int = 3, seed: int = 0) -> FederatedData:

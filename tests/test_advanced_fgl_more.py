@@ -62,18 +62,21 @@ def test_fedlap_eigenfeatures_are_orthonormal_and_reg_is_rayleigh_quotient(small
     cache, fed = small_fed
     engine, algo = _algo("fedlap", cache, fed)
     algo.init_server()
-    uploads = {c.cid: algo.setup_upload(c, {}) for c in engine.clients}
+    # the algorithm runs on the engine's device; the checks below compare on the CPU
+    uploads = {c.cid: {k: v.cpu() for k, v in algo.setup_upload(c, {}).items()} for c in engine.clients}
     # the server's graph is exactly the global graph (cross-client edges included)
     assert fed.stats["dropped_nodes"] == 0
     server_edges = canonical_edges(torch.cat([u["setup.edges"] for u in uploads.values()], dim=1))
     assert torch.equal(server_edges, canonical_edges(fed.pooled.edge_index))
-    replies = algo.setup_aggregate(uploads)
+    replies = {cid: {k: v.cpu() for k, v in r.items()}
+               for cid, r in algo.setup_aggregate({cid: {k: v.to(engine.device) for k, v in up.items()}
+                                                   for cid, up in uploads.items()}).items()}
     n, k = fed.num_global_nodes, algo._k()
     u = torch.zeros(n, k)
     for c in engine.clients:
         rows = replies[c.cid]["setup.eig_rows"]
         assert rows.shape == (c.num_nodes, k)               # a client gets its own rows only
-        u[c.global_ids] = rows
+        u[c.global_ids.cpu()] = rows
     assert torch.allclose(u.T @ u, torch.eye(k), atol=1e-4)
     lam = replies[0]["setup.eigenvalues"]
     assert torch.all(lam[1:] >= lam[:-1] - 1e-6) and lam.min() > -1e-5 and lam.max() < 2 + 1e-5

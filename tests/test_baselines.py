@@ -72,7 +72,7 @@ def test_fedgcn_secure_aggregation_recovers_exact_sums(small_fed):
     ups = {c.cid: algo.setup_upload(c, {}) for c in engine.clients}
     total = sum(u["setup.sum.text"] for u in ups.values())
     # the true (A + I) X over the whole graph, available rows only
-    pooled = fed.pooled
+    pooled = fed.pooled.to(engine.device)
     x = pooled.features["text"] * pooled.available[:, :1]
     ei = pooled.edge_index
     truth = x.double().clone()

@@ -38,7 +38,7 @@ def _cfg(algo: str, task: str, cache) -> object:
             "missing": {"name": "kg_items", "rate": 0.5},
             "task": {"name": task, "dim": 8, "num_negatives": 16, "batch_size": 256},
             "algorithm": {"name": algo},
-            "train": {"rounds": 2, "local_epochs": 1, "lr": 0.05, "device": "cpu"},
+            "train": {"rounds": 2, "local_epochs": 1, "lr": 0.05, "device": "auto"},
             "output": out,
         })
     return build_run_config({
@@ -48,7 +48,7 @@ def _cfg(algo: str, task: str, cache) -> object:
         "task": {"name": task},
         "algorithm": {"name": algo},
         "model": {"hidden": 16},
-        "train": {"rounds": 2, "local_epochs": 1, "lr": 0.01, "device": "cpu"},
+        "train": {"rounds": 2, "local_epochs": 1, "lr": 0.01, "device": "auto"},
         "output": out,
     })
 

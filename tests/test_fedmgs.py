@@ -228,7 +228,7 @@ def test_held_out_labels_never_reach_an_upload(tiny_fed, tmp_path):
     model = algo.build_model()
     model.bank = None
     up = algo.client_prototypes(model, client, 0)
-    flipped = client.to("cpu")
+    flipped = client.to(client.device)
     held_out = ~client.train_mask
     flipped.y = client.y.clone()
     flipped.y[held_out] = (client.y[held_out] + 1) % client.num_classes

@@ -27,7 +27,7 @@ def kg_cfg(tmp, alg: str = "s_ind", seed: int = 0, rounds: int = 8, algo_params:
         "missing": {"name": "kg_items", "fill": "random", "rate": 0.5},
         "task": {"name": "kg_completion", "dim": 16, "num_negatives": 32, "batch_size": 256, **task},
         "algorithm": {"name": alg, **(algo_params or {})},
-        "train": {"rounds": rounds, "local_epochs": 2, "lr": 0.05, "device": "cpu"},
+        "train": {"rounds": rounds, "local_epochs": 2, "lr": 0.05, "device": "auto"},
         "output": {"cache_dir": str(tmp / "cache"), "checkpoint_dir": str(tmp / "ckpt")},
     })
 

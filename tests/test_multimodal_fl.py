@@ -131,15 +131,17 @@ def test_fedmac_encoder_aggregation_ignores_clients_without_the_modality(nc_fed)
     _, algo = _algo(_nc_cfg("fedmac", cache), fed)
     base = algo.init_server()
     mods = algo.ctx.modalities
+    dev = algo.ctx.device
     gen = torch.Generator().manual_seed(0)
     ups = {}
     for cid in range(3):
-        up = {k: v + 0.1 * torch.randn(v.shape, generator=gen) for k, v in base.items()}
-        ups[cid] = {**up, "num_examples": torch.tensor([10.0 * (cid + 1)]),
-                    "modality_counts": torch.tensor([50.0, 40.0]), "missing_counts": torch.tensor([0.0, 10.0])}
+        up = {k: v + 0.1 * torch.randn(v.shape, generator=gen).to(v.device) for k, v in base.items()}
+        ups[cid] = {**up, "num_examples": torch.tensor([10.0 * (cid + 1)], device=dev),
+                    "modality_counts": torch.tensor([50.0, 40.0], device=dev),
+                    "missing_counts": torch.tensor([0.0, 10.0], device=dev)}
     lacking = mods[1]
-    ups[2]["modality_counts"] = torch.tensor([50.0, 0.0])
-    ups[2]["missing_counts"] = torch.tensor([0.0, 50.0])
+    ups[2]["modality_counts"] = torch.tensor([50.0, 0.0], device=dev)
+    ups[2]["missing_counts"] = torch.tensor([0.0, 50.0], device=dev)
     enc = [k for k in base if k.startswith(f"model.encoders.{lacking}.")]
 
     garbage = {c: dict(u) for c, u in ups.items()}

@@ -61,7 +61,7 @@ def test_sweep_skips_undeclared_cells_and_table_prints_na(tmp_path: Path):
         "name": "na_sweep", "default_scale": "tiny",
         "base": {"dataset.name": "synthetic", "dataset.num_nodes": 200, "partition.num_clients": 2,
                  "missing.rate": 0.3, "model.hidden": 8, "train.rounds": 2, "train.local_epochs": 1,
-                 "train.device": "cpu", "output.cache_dir": str(tmp_path / "cache")},
+                 "train.device": "auto", "output.cache_dir": str(tmp_path / "cache")},
         "grid": {"task.name": ["node_cls", "link_pred"], "algorithm.name": ["fedavg", "fedproto"]},
         "seeds": [0],
         "table": {"rows": "algorithm.name", "columns": "task.name", "metrics": ["accuracy", "auc"],

@@ -108,6 +108,7 @@ def test_no_val_or_test_edge_is_used_for_message_passing(synth_fed, tmp_path, su
     engine = Engine(_cfg(tmp_path, {"name": "link_pred"}, 1), fed=synth_fed)
     model = engine.algo_cls(engine.algo_cfg, engine._context()).build_model()
     for c in synth_fed.clients:
+        c = c.to(engine.device)
         sp, spy = task.split(c), _Spy(model)
         held_out = _keys(torch.cat([sp.positives["val"], sp.positives["test"]], 1), c.num_nodes)
         task.loss(spy, c).backward()

@@ -12,13 +12,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmark.algorithm import ModelAlgorithm, NonFiniteLoss, load_model_payload, model_payload, weighted_average
+from benchmark.algorithm import ModelAlgorithm, load_model_payload, model_payload, weighted_average
 from benchmark.comm import Payload
 from benchmark.config import ModelConfig
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS, FUSIONS
 from benchmark.tasks.node_cls import NodeClassification
+from benchmark.training import LocalLoop
 
 
 @dataclass
@@ -267,22 +268,17 @@ class FedIIH(ModelAlgorithm):
         load_model_payload(model, received)
         prior, prior_opt = self._prior(state, model)
         global_prior = received.get("prior")
-        train = self.ctx.run.train
         model.train()
-        for _ in range(train.local_epochs):
-            opt.zero_grad(set_to_none=True)
-            prior_opt.zero_grad(set_to_none=True)
+
+        def loss_fn() -> Tensor:
             x = model.embed(client)
             loss = self._task_loss(model, client, x)
             if self.cfg.vae_weight > 0:
                 loss = loss + self.cfg.vae_weight * self.neg_elbo(model, client, x, prior, global_prior)
-            if not torch.isfinite(loss):
-                raise NonFiniteLoss(f"non-finite training loss ({float(loss.detach())}) on client {client.cid}")
-            loss.backward()
-            if train.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
-            opt.step()
-            prior_opt.step()
+            return loss
+
+        # the prior steps with the model; only the model's gradient norm is clipped
+        LocalLoop.from_train(self.ctx.run.train).run(loss_fn, [opt, prior_opt], model.parameters(), cid=client.cid)
         model.eval()
         with torch.no_grad():
             mu, logvar = model.posterior(client, model.embed(client))

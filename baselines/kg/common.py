@@ -24,12 +24,13 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from benchmark.algorithm import Algorithm, Broadcast, NonFiniteLoss
+from benchmark.algorithm import Algorithm, Broadcast
 from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from baselines.kg.fusions import KG_FUSIONS, build_fusion, fusion_payload
 from baselines.kg.imputers import KG_IMPUTERS, ImputerOptions, KGImputer, build_imputer, hyper_modal, split_blocks
 from benchmark.kge import DECODERS, build_decoder
+from benchmark.training import LocalLoop, LoopLog, shuffled_batches
 from data_prep.kg.federation import KGClientData
 
 # the split paradigm is a model (one decoder per modality), not a KG_FUSIONS entry
@@ -235,35 +236,28 @@ class KGAlgorithm(Algorithm):
             state["opt"] = torch.optim.Adam(params, lr=train.lr)
         return state["opt"]
 
+    def batch_generator(self, client: KGClientData, rnd: int) -> torch.Generator:
+        """The seeded generator of one client's round (batch order and negatives), on the
+        model's device so neither is drawn on the host and copied."""
+        return torch.Generator(device=self.ctx.device).manual_seed(_mix(self.ctx.seed, client.cid, rnd, 101))
+
     def local_train(self, client: KGClientData, model: KGEClient, opt: torch.optim.Optimizer, rnd: int,
-                    regularizer: Regularizer | None = None) -> float:
-        """``train.local_epochs`` shuffled passes over the client's tail queries; a
-        ``regularizer`` (MMFedProx, MMFedEC) is added to every batch's KGE loss."""
-        task, train = self.ctx.task, self.ctx.run.train
-        queries = task.train_queries(client)
-        gen = torch.Generator().manual_seed(_mix(self.ctx.seed, client.cid, rnd, 101))
-        bs = self.task_cfg.batch_size
+                    regularizer: Regularizer | None = None) -> LoopLog:
+        """``train.local_epochs`` shuffled passes over the client's tail queries through the
+        core loop; a ``regularizer`` (MMFedProx, MMFedEC) is added to every batch's KGE loss."""
+        task = self.ctx.task
+        gen = self.batch_generator(client, rnd)
+
+        def loss_fn(batch: Tensor) -> Tensor:
+            loss = task.batch_loss(model, client, batch, gen)
+            imputation = model.pop_imputer_loss()
+            return loss if imputation is None else loss + self.lambda_di * imputation
+
         model.train()
-        last = float("nan")
-        for _ in range(train.local_epochs):
-            perm = torch.randperm(len(queries), generator=gen).to(queries.device)
-            for s in range(0, len(queries), bs):
-                batch = queries[perm[s:s + bs]]
-                opt.zero_grad(set_to_none=True)
-                loss = task.batch_loss(model, client, batch, gen)
-                imputation = model.pop_imputer_loss()
-                if imputation is not None:
-                    loss = loss + self.lambda_di * imputation
-                if regularizer is not None:
-                    loss = loss + regularizer(model, client)
-                if not torch.isfinite(loss):
-                    raise NonFiniteLoss(f"non-finite KGE loss ({float(loss.detach())}) on client {client.cid}")
-                loss.backward()
-                if train.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
-                opt.step()
-                last = float(loss.detach())
-        return last
+        penalty = None if regularizer is None else (lambda: regularizer(model, client))
+        batches = shuffled_batches(task.train_queries(client), self.task_cfg.batch_size, gen)
+        return LocalLoop.from_train(self.ctx.run.train).run(loss_fn, opt, model.parameters(), cid=client.cid,
+                                                            batches=batches, penalty=penalty)
 
     def regularizer(self, client: KGClientData, model: KGEClient, state: dict, rnd: int) -> Regularizer | None:
         """The extra local-loss term of this round, built after the global rows were

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from baselines.kg.common import KGAlgorithm, KGEClient, _mix
-from benchmark.algorithm import NonFiniteLoss
+from benchmark.training import LocalLoop, shuffled_batches
 from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from benchmark.kge import kge_loss, sample_negatives
@@ -168,12 +168,12 @@ class DualViewKG(KGAlgorithm):
         """The algorithm's extra loss terms by name (already weighted)."""
 
     def batch_loss(self, client: KGClientData, cm: KGEClient, sm: KGEClient, queries: Tensor,
-                   gen: torch.Generator, state: dict, rnd: int) -> tuple[Tensor, dict[str, float]]:
+                   gen: torch.Generator, state: dict, rnd: int) -> tuple[Tensor, dict[str, Tensor]]:
         """L_KGC(client view) + L_KGC(server view) + lambda L_DI + the algorithm's terms;
         during pre-training the server view's structural KGE loss alone."""
         t = queries[:, 2]
         neg = sample_negatives(len(queries), self.task_cfg.num_negatives, client.num_entities, False, gen,
-                               "cpu").to(queries.device)
+                               gen.device).to(queries.device)
         mask = neg == t.unsqueeze(1)
         s_views = views_of(sm, client)
         s_scores = candidate_scores(s_views, queries, neg)
@@ -190,7 +190,7 @@ class DualViewKG(KGAlgorithm):
         extra = self.distill(DualTerms(c_logp, s_logp, table_of(c_views), table_of(s_views)), state, rnd)
         for value in extra.values():
             loss = loss + value
-        return loss, {k: float(v.detach()) for k, v in extra.items()}
+        return loss, {k: v.detach() for k, v in extra.items()}  # tensors: reading them would sync the device
 
     # ---------------------------------------------------------------- hooks
     def client_update(self, client: KGClientData, state: dict, received: Payload, rnd: int) -> Payload:
@@ -198,27 +198,22 @@ class DualViewKG(KGAlgorithm):
         pretraining = rnd < self.pretrain_rounds
         cm.structure_only = sm.structure_only = pretraining
         opt = self.dual_optimizer(cm, sm, state)
-        train = self.ctx.run.train
-        queries = self.ctx.task.train_queries(client)
-        gen = torch.Generator().manual_seed(_mix(self.ctx.seed, client.cid, rnd, 101))
-        bs = self.task_cfg.batch_size
+        gen = self.batch_generator(client, rnd)
+        trace = self.trace.setdefault(client.cid, [])
+        first = [True]
+
+        def loss_fn(batch: Tensor) -> Tensor:
+            loss, terms = self.batch_loss(client, cm, sm, batch, gen, state, rnd)
+            if first[0]:  # the distillation terms of the round's first batch (a trace for tests and figures)
+                trace.append({k: float(v) for k, v in terms.items()})
+                first[0] = False
+            return loss
+
         cm.train()
         sm.train()
-        first = True
-        for _ in range(train.local_epochs):
-            perm = torch.randperm(len(queries), generator=gen).to(queries.device)
-            for s in range(0, len(queries), bs):
-                opt.zero_grad(set_to_none=True)
-                loss, terms = self.batch_loss(client, cm, sm, queries[perm[s:s + bs]], gen, state, rnd)
-                if first:
-                    self.trace.setdefault(client.cid, []).append(terms)
-                    first = False
-                if not torch.isfinite(loss):
-                    raise NonFiniteLoss(f"non-finite loss ({float(loss.detach())}) on client {client.cid}")
-                loss.backward()
-                if train.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], train.grad_clip)
-                opt.step()
+        batches = shuffled_batches(self.ctx.task.train_queries(client), self.task_cfg.batch_size, gen)
+        LocalLoop.from_train(self.ctx.run.train).run(loss_fn, opt, opt.param_groups[0]["params"], cid=client.cid,
+                                                     batches=batches)
         if pretraining:
             with torch.no_grad():
                 cm.entity.copy_(sm.entity)

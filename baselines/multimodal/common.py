@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmark.algorithm import NonFiniteLoss
+from benchmark.training import LocalLoop, LoopLog
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
@@ -168,21 +168,9 @@ def sup_con(anchor: Tensor, cand: Tensor, y_anchor: Tensor, y_cand: Tensor, tau:
 
 
 def optimize(opt: torch.optim.Optimizer, params: Iterable[Tensor], loss_fn: Callable[[], Tensor],
-             epochs: int, grad_clip: float, cid: int) -> float:
-    """Full-batch steps of ``loss_fn``; gradient clipping as configured; NaN is an error."""
-    params = list(params)
-    value = float("nan")
-    for _ in range(epochs):
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn()
-        if not torch.isfinite(loss):
-            raise NonFiniteLoss(f"non-finite training loss ({float(loss.detach())}) on client {cid}")
-        loss.backward()
-        if grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(params, grad_clip)
-        opt.step()
-        value = float(loss.detach())
-    return value
+             epochs: int, grad_clip: float, cid: int) -> LoopLog:
+    """Full-batch steps of ``loss_fn`` through the core loop (``benchmark.training``)."""
+    return LocalLoop(epochs=epochs, grad_clip=grad_clip).run(loss_fn, opt, params, cid=cid)
 
 
 # --------------------------------------------------------------------------- server statistics

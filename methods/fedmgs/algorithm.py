@@ -9,13 +9,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmark.algorithm import AlgoContext, ModelAlgorithm, NonFiniteLoss, load_model_payload, model_payload, \
+from benchmark.algorithm import AlgoContext, ModelAlgorithm, load_model_payload, model_payload, \
     weighted_average
 from benchmark.comm import Payload
 from benchmark.config import ModelConfig
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
+from benchmark.training import LocalLoop, LoopLog
 from methods.fedmgs.model import FedMGSNet, Forward, Switches
 from methods.fedmgs.prototypes import Bank, assign_to_bank, client_estimates, init_bank_from_local_clusters, \
     refresh_bank, spherical_kmeans
@@ -236,21 +237,11 @@ class FedMGS(ModelAlgorithm):
             loss = loss + cfg.lambda_proto * self.proto_loss(fw, client, model.bank)
         return loss
 
-    def train_local(self, model: FedMGSNet, opt: torch.optim.Optimizer, client: ClientData) -> float:
-        train = self.ctx.run.train
+    def train_local(self, model: FedMGSNet, opt: torch.optim.Optimizer, client: ClientData) -> LoopLog:
+        """Full-batch local epochs of ``objective`` through the core loop."""
         model.train()
-        value = float("nan")
-        for _ in range(train.local_epochs):
-            opt.zero_grad(set_to_none=True)
-            loss = self.objective(model, client)
-            if not torch.isfinite(loss):
-                raise NonFiniteLoss(f"non-finite training loss ({float(loss.detach())}) on client {client.cid}")
-            loss.backward()
-            if train.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
-            opt.step()
-            value = float(loss.detach())
-        return value
+        return LocalLoop.from_train(self.ctx.run.train).run(lambda: self.objective(model, client), opt,
+                                                            model.parameters(), cid=client.cid)
 
     # ------------------------------------------------------------------ prototypes (Eq. 3, client side)
     def _generator(self, *salt: int) -> torch.Generator:
