@@ -70,6 +70,18 @@ def _set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def _non_finite_key(payload: Payload) -> str | None:
+    """The first floating-point entry holding a NaN or infinity, or None. One device read
+    for the whole payload (not one per entry); the slow search runs only when one is bad."""
+    floats = [(k, t) for k, t in payload.items() if t.dtype.is_floating_point]
+    if not floats:
+        return None
+    flags = torch.stack([torch.isfinite(t).all().to(floats[0][1].device) for _, t in floats])
+    if bool(flags.all()):
+        return None
+    return next(k for (k, _), ok in zip(floats, flags.tolist()) if not ok)
+
+
 def aggregate_scores(per_client: dict[int, dict[str, dict[str, float]]], split: str) -> dict[str, float]:
     """Size-weighted mean over clients of every metric of one split."""
     cids = sorted(per_client)
@@ -243,9 +255,9 @@ class Engine:
                         received = self._for_client(sim.broadcast, c.cid)
                         sim.ledger.record(rnd, "down", c.cid, received)
                         up = sim.algo.client_update(c, sim.states[c.cid], received, rnd)
-                        bad = [k for k, t in up.items() if t.dtype.is_floating_point and not torch.isfinite(t).all()]
-                        if bad:
-                            raise NonFiniteLoss(f"non-finite values in upload '{bad[0]}' of client {c.cid}")
+                        bad = _non_finite_key(up)
+                        if bad is not None:
+                            raise NonFiniteLoss(f"non-finite values in upload '{bad}' of client {c.cid}")
                         sim.ledger.record(rnd, "up", c.cid, up)
                         if self.audit:
                             sim.ledger.audit_upload(rnd, c.cid, up, raws[c.cid], self.algo_cls.upload_keys)

@@ -116,3 +116,14 @@ def test_cuda_request_without_cuda_is_clear_error(tiny_fed):
 
     with pytest.raises(BenchmarkError, match="CUDA is not available"):
         Engine(build_run_config({"train": {"device": "cuda"}}), fed=tiny_fed)
+
+
+def test_non_finite_upload_check_names_the_first_bad_entry():
+    from benchmark.engine import _non_finite_key
+    from devices import test_device
+
+    dev = test_device()
+    ok = {"a": torch.ones(3, device=dev), "n": torch.tensor([2], device=dev)}
+    assert _non_finite_key(ok) is None and _non_finite_key({}) is None
+    bad = {**ok, "b": torch.tensor([1.0, float("nan")], device=dev), "c": torch.tensor([float("inf")], device=dev)}
+    assert _non_finite_key(bad) == "b"
