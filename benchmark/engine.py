@@ -305,6 +305,7 @@ class Engine:
         self.sim = sim
         record = self._record(sim, status, error, time.perf_counter() - start, mem.peak_mb, mem.growth_mb)
         record["determinism"] = watch.summary()
+        record["availability"] = self.fed.availability()
         return record
 
     def _record(self, sim: SimState, status: str, error: dict | None, wall: float, peak_mb: float,

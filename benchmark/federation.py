@@ -162,3 +162,13 @@ class FederatedData:
     @property
     def num_clients(self) -> int:
         return len(self.clients)
+
+    def availability(self) -> dict[str, float]:
+        """Share of all clients' nodes (entities) that hold each modality: the availability
+        a model actually meets, whatever rate the masker was given (a KG client holds an
+        entity's modality only if it was dealt one of its items *and* the Bernoulli draw kept it)."""
+        total = sum(c.num_nodes for c in self.clients)
+        if total == 0:
+            return {m: 0.0 for m in self.modalities}
+        held = sum(c.available.sum(0).to(torch.float64).cpu() for c in self.clients)
+        return {m: round(float(held[j]) / total, 4) for j, m in enumerate(self.modalities)}

@@ -127,3 +127,14 @@ def test_non_finite_upload_check_names_the_first_bad_entry():
     assert _non_finite_key(ok) is None and _non_finite_key({}) is None
     bad = {**ok, "b": torch.tensor([1.0, float("nan")], device=dev), "c": torch.tensor([float("inf")], device=dev)}
     assert _non_finite_key(bad) == "b"
+
+
+def test_record_carries_the_measured_availability_of_each_modality(tiny_fed, tmp_path):
+    cfg = build_run_config({"train": {"rounds": 1}, "model": {"hidden": 8},
+                            "output": {"checkpoint_dir": str(tmp_path / "ckpt")}})
+    rec = Engine(cfg, fed=tiny_fed).run()
+    n = sum(c.num_nodes for c in tiny_fed.clients)
+    for j, m in enumerate(tiny_fed.modalities):
+        held = sum(int(c.available[:, j].sum()) for c in tiny_fed.clients)
+        assert rec["availability"][m] == round(held / n, 4)
+    assert 0.7 < rec["availability"]["text"] < 0.9  # the fixture keeps each modality with p = 0.8

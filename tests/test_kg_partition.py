@@ -11,6 +11,7 @@ from data_prep.kg.dataset import KGDataset
 from data_prep.kg.synthetic import make_synthetic_kg
 from data_prep.partition.dirichlet_items import (
     build_client_modalities, client_item_features, cross_client_cosine, cross_client_jaccard, deal_items,
+    effective_rates,
     fill_unavailable, item_id_sets, text_token_sets,
 )
 from data_prep.partition.relation_id import relation_id_partition
@@ -128,3 +129,23 @@ def test_cross_client_similarities():
     assert cross_client_jaccard(e, sets) == pytest.approx(1 / 4)  # {kobe, bryant} vs {basketball, player, bryant}
     assert cross_client_jaccard(e, sets, skip_empty=False) == pytest.approx((1 / 4 + 0 + 0) / 3)
     assert cross_client_jaccard(e, [item_id_sets(owner, h) for h in held]) == 0.0
+
+
+def test_effective_availability_makes_r_the_share_of_entities_holding_a_modality(kg):
+    part = relation_id_partition(kg.all_triples(), kg.num_relations, 3, seed=0, num_entities=kg.num_entities)
+    nominal = build_client_modalities(kg, part, alpha=0.1, rate=0.5, seed=0)
+    effective = build_client_modalities(kg, part, alpha=0.1, rate=0.5, seed=0, availability="effective")
+    gaps = []
+    for n, e in zip(nominal, effective):
+        assert torch.equal(n.natural, e.natural)            # same dealing: only the keep probability changes
+        assert bool((e.available <= e.natural).all())        # never a modality the client was not dealt
+        assert bool((n.available <= e.available).all())      # same uniforms, higher thresholds
+        holding = e.natural.float().mean(0)
+        share_nominal, share_effective = n.available.float().mean(0), e.available.float().mean(0)
+        for j in range(holding.numel()):
+            if holding[j] >= 0.5 and len(e.entities) > 60:  # enough held items to reach r = 0.5
+                assert abs(float(share_effective[j]) - 0.5) < 0.12
+                gaps.append(float(share_effective[j] - share_nominal[j]))
+    assert gaps and max(gaps) > 0.05  # dealing thinned the nominal share; effective restores it
+    rates = effective_rates(torch.tensor([[True, False], [False, False], [True, False], [True, False]]), 0.5)
+    assert torch.allclose(rates, torch.tensor([2 / 3, 0.0]))

@@ -154,3 +154,21 @@ def test_kg_config_errors(tmp):
                             "missing": {"name": "kg_items"}, "output": {"cache_dir": str(tmp / "c2")}})
     with pytest.raises(ConfigError, match="knowledge-graph"):
         build_federation(cfg)
+
+
+def test_missing_availability_effective_is_its_own_artifact_and_raises_the_measured_share(tmp_path):
+    nominal = build_federation(kg_cfg(tmp_path))
+    cfg = kg_cfg(tmp_path)
+    cfg.missing.params["availability"] = "effective"
+    effective = build_federation(cfg)
+    assert effective.artifact_hash != nominal.artifact_hash
+    assert effective.stats["artifact_recipe"] != nominal.stats["artifact_recipe"]
+    explicit = kg_cfg(tmp_path)
+    explicit.missing.params["availability"] = "nominal"  # the default adds nothing to the hash
+    assert build_federation(explicit).artifact_hash == nominal.artifact_hash
+    for m, share in effective.availability().items():
+        assert share > nominal.availability()[m]
+    bad = kg_cfg(tmp_path)
+    bad.missing.params["availability"] = "sometimes"
+    with pytest.raises(ConfigError, match="missing.availability"):
+        build_federation(bad)

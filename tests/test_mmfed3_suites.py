@@ -272,3 +272,29 @@ def test_one_table3_cell_end_to_end_records_server_and_client_curves(tmp_path):
     row = _row(md, "HidE", "MMFeD3")
     assert row[header.index("FB15K-237-Fed3 · MRR")].strip("*<u>/") == f"{rec['metrics']['test/mrr']:.3f}"
     assert row[header.index("FB15K-237-Fed3 · MRR (paper)")] == "0.387"
+
+
+def test_figure8_ticks_carry_the_measured_availability_under_each_rate(tmp_path, monkeypatch):
+    from benchmark.report import kg_figures
+
+    suite = load_suite("mmfed3_fig8")
+    recs = fake_records(suite, "tiny")
+    for r in recs:  # measured share = a third of the rate, as if dealing had thinned it
+        rate = float(r["params"]["missing.rate"])
+        r["availability"] = {"text": round(rate / 3, 4), "numeric": round(rate / 3 + 0.02, 4)}
+    labels: list[list[str]] = []
+    real = kg_figures._finish
+
+    def spy(fig, axes, title, out_stem):  # noqa: ANN001, ANN202
+        labels.extend([t.get_text() for t in ax.get_xticklabels()] for ax in axes.flat)
+        return real(fig, axes, title, out_stem)
+
+    monkeypatch.setattr(kg_figures, "_finish", spy)
+    assert write_suite_plots(suite, recs, "tiny", str(tmp_path))
+    ticks = {t for panel in labels for t in panel}
+    rates = sorted({float(r["params"]["missing.rate"]) for r in recs})
+    for rate in rates:
+        assert f"{rate:g}\n({rate / 3 + 0.01:.2f})" in ticks
+    labels.clear()
+    assert write_suite_plots(suite, fake_records(suite, "tiny"), "tiny", str(tmp_path))  # older records: plain ticks
+    assert all("\n" not in t for panel in labels for t in panel)

@@ -282,3 +282,15 @@ def test_load_records(tmp_path: Path) -> None:
         load_records(path)
     with pytest.raises(DataError, match="not found"):
         load_records(tmp_path / "missing.jsonl")
+
+
+def test_caption_prints_the_measured_availability_per_column_when_records_carry_it():
+    recs = suite_records()
+    for r in recs:  # what the engine measures from the artifact: share of nodes holding each modality
+        r["availability"] = {"text": round(0.9 - r["params"]["missing.rate"] - 0.01 * r["seed"], 4),
+                             "image": 0.5}
+    md = make_table(recs, SPEC).markdown
+    assert "Measured availability" in md
+    assert "0%: image 0.50, text 0.88–0.90" in md           # min–max over the seeds of a column
+    assert "70%: image 0.50, text 0.18–0.20" in md
+    assert "Measured availability" not in make_table(suite_records(), SPEC).markdown  # older records: nothing

@@ -40,6 +40,7 @@ from benchmark.report.plots import (
     series_palette,
 )
 from benchmark.report.records import (
+    AVAILABILITY_PREFIX,
     STD_DDOF,
     aggregate,
     apply_filters,
@@ -129,10 +130,14 @@ def facet_lines(
     filters: Mapping[str, Any] | None = None,
     percent: bool = False,
     x_label: str | None = None,
+    measured_availability: bool = False,
 ) -> list[Path]:
     """Mean ``metric`` vs ``x`` with a +-1 std band, one line per ``hue`` value, one panel
     per ``facet`` value (columns) and per metric (rows, when several are given). ``x_label``
-    overrides the axis title (the KG track's ``missing.rate`` is an *availability* rate r)."""
+    overrides the axis title (the KG track's ``missing.rate`` is an *availability* rate r).
+    ``measured_availability`` adds under each tick the share of entities that held a
+    modality in those runs (mean over modalities and runs, from ``record["availability"]``),
+    since the rate r a masker is given is not what the models meet (Figure 8)."""
     metrics = [metric] if isinstance(metric, str) else list(metric)
     what = f"facet_lines of {', '.join(metrics)} vs {x}"
     keys = [k for k in (x, hue, facet) if k]
@@ -154,6 +159,7 @@ def facet_lines(
     scale = 100.0 if percent else 1.0
     fig, axes = _grid(len(metrics), len(facets))
     ticks = sorted(set(agg["_x"].tolist()))
+    measured = _measured_by_x(selected, x, facet) if measured_availability else {}
     for r, col in enumerate(cols):
         for c, fv in enumerate(facets):
             ax = axes[r, c]
@@ -170,14 +176,33 @@ def facet_lines(
                         color=palette[i], label=_hue_text(h, hue_labels))
                 ax.fill_between(xs, mean - std, mean + std, color=palette[i], alpha=0.18, linewidth=0)
             ax.set_xticks(ticks)
-            ax.set_xticklabels([f"{t:g}" for t in ticks], fontsize=7)
+            shares = measured.get(value_key(fv) if fv is not None else None, {})
+            ax.set_xticklabels([f"{t:g}" + (f"\n({shares[t]:.2f})" if t in shares else "") for t in ticks],
+                               fontsize=7)
             if r == len(cols) - 1:
-                ax.set_xlabel(x_label or key_label(x))
+                ax.set_xlabel((x_label or key_label(x)) + ("\n(measured share holding a modality)" if measured else ""))
             if c == 0:
                 ax.set_ylabel(_metric_text(metrics[r], percent))
             if fv is not None and r == 0:
                 ax.set_title(_label(fv, facet_labels, facet), fontsize=9)
     return _finish(fig, axes, title, out_stem)
+
+
+def _measured_by_x(selected: pd.DataFrame, x: str, facet: str | None) -> dict[Any, dict[float, float]]:
+    """Per facet value (normalised key; None without facets) and x value: the mean over
+    successful runs and modalities of the measured availability. Empty when no record has it."""
+    present = [c for c in selected.columns if str(c).startswith(AVAILABILITY_PREFIX)]
+    ok = selected[selected["status"] == "ok"]
+    if not present or ok.empty:
+        return {}
+    share = ok[present].mean(axis=1, skipna=True)
+    out: dict[Any, dict[float, list[float]]] = {}
+    for idx, value in share.items():
+        if pd.isna(value):
+            continue
+        fv = value_key(ok.at[idx, facet]) if facet else None
+        out.setdefault(fv, {}).setdefault(float(ok.at[idx, x]), []).append(float(value))
+    return {fv: {xv: float(np.mean(v)) for xv, v in by_x.items()} for fv, by_x in out.items()}
 
 
 # ---------------------------------------------------------------------------------------------

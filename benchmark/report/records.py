@@ -43,6 +43,9 @@ ERROR_FIELDS = ("error_round", "error_reason")
 # seeds of one experiment).
 CELL_CONTEXT_FIELDS = ("suite", "scale")
 
+# frame columns of the measured per-modality availability a record carries (``record["availability"]``)
+AVAILABILITY_PREFIX = "availability/"
+
 _NUMERIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -108,6 +111,7 @@ def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         raise DataError(f"param keys clash with record fields: {', '.join(clash)}")
     rows: list[dict[str, Any]] = []
     metric_keys: dict[str, None] = {}
+    availability_keys: dict[str, None] = {}
     for i, rec in enumerate(records):
         if not isinstance(rec, Mapping):
             raise DataError(f"result record {i} is a {type(rec).__name__}, expected an object")
@@ -127,13 +131,19 @@ def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         for key, value in (rec.get("metrics") or {}).items():
             metric_keys.setdefault(key, None)
             row[key] = np.nan if value is None else value
+        for modality, share in (rec.get("availability") or {}).items():
+            key = AVAILABILITY_PREFIX + modality
+            availability_keys.setdefault(key, None)
+            row[key] = share
         rows.append(row)
-    columns = pkeys + list(TOP_LEVEL_FIELDS) + list(ERROR_FIELDS) + list(PROVENANCE_FIELDS) + list(metric_keys)
+    columns = (pkeys + list(TOP_LEVEL_FIELDS) + list(ERROR_FIELDS) + list(PROVENANCE_FIELDS) + list(metric_keys)
+               + list(availability_keys))
     frame = pd.DataFrame(rows, columns=columns, index=pd.RangeIndex(len(rows)))
-    for key in metric_keys:
+    for key in (*metric_keys, *availability_keys):
         frame[key] = pd.to_numeric(frame[key], errors="coerce")
     frame.attrs["param_keys"] = pkeys
     frame.attrs["metric_keys"] = list(metric_keys)
+    frame.attrs["availability_keys"] = list(availability_keys)
     return frame
 
 

@@ -29,6 +29,7 @@ from tabulate import tabulate
 
 from benchmark.errors import ConfigError, DataError, closest
 from benchmark.report.records import (
+    AVAILABILITY_PREFIX,
     STD_DDOF,
     aggregate,
     apply_filters,
@@ -423,6 +424,7 @@ class _Layout:
     raw: dict[Hashable, Any]
     excluded: dict[tuple[RowKey, RowKey], tuple[int, str]]
     failures: dict[tuple[RowKey, RowKey], tuple[int, int, str]]
+    availability: dict[RowKey, dict[str, tuple[float, float]]] = field(default_factory=dict)
 
     def row_label(self, nk: Hashable) -> str:
         return self.spec.row_labels.get(nk, _fmt_value(self.raw.get(nk, nk)))
@@ -444,6 +446,45 @@ class _Layout:
     def cell_label(self, row: RowKey, group: RowKey) -> str:
         text = " / ".join(self.row_label(nk) for nk in row)
         return f"{text} @ {self.group_label(group)}" if group else text
+
+
+def _measured_availability(selected: pd.DataFrame, spec: _Spec) -> dict[RowKey, dict[str, tuple[float, float]]]:
+    """Per column group, the (min, max) over its successful runs of each modality's measured
+    availability (``record["availability"]``), so a caption says what the models met rather
+    than only the rate the masker was given. Records from before the field existed add nothing."""
+    present = [c for c in selected.columns if str(c).startswith(AVAILABILITY_PREFIX)]
+    ok = selected[selected["status"] == "ok"] if present else selected.iloc[0:0]
+    out: dict[RowKey, dict[str, tuple[float, float]]] = {}
+    for _, rec in ok.iterrows():
+        group = tuple(value_key(rec[k]) for k in spec.columns)
+        for col in present:
+            value = rec[col]
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            name = col[len(AVAILABILITY_PREFIX):]
+            lo, hi = out.setdefault(group, {}).get(name, (value, value))
+            out[group][name] = (min(lo, value), max(hi, value))
+    return out
+
+
+def _availability_text(layout: _Layout, fmt: _Format) -> str:
+    """'Measured availability ...: Fed3: text 0.22, numeric 0.18; ...' (empty without data)."""
+    if not layout.availability:
+        return ""
+
+    def share(lo: float, hi: float) -> str:
+        return f"{lo:.2f}" if round(lo, 2) == round(hi, 2) else f"{lo:.2f}{fmt.range_dash}{hi:.2f}"
+
+    parts = []
+    for group in layout.groups:
+        mods = layout.availability.get(group)
+        if not mods:
+            continue
+        text = ", ".join(f"{m} {share(*mods[m])}" for m in sorted(mods))
+        label = layout.group_label(group) if group else ""
+        parts.append(f"{label}: {text}" if label else text)
+    return ("Measured availability (share of the clients' nodes or entities holding each modality, "
+            "over the runs shown): " + fmt.esc("; ".join(parts)) + ".")
 
 
 def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, pd.DataFrame]:
@@ -468,6 +509,7 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
     check_uniform(frame, keys, "table spec")
     selected, exclusions = select_records(frame, keys)
     agg = aggregate(selected, keys, metric_cols)
+    availability = _measured_availability(selected, spec)
 
     raw: dict[Hashable, Any] = {}
     for key in keys:
@@ -546,7 +588,8 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
             if any(k[1] == group and k[2] == metric for k in [*spec.paper, *spec.paper_na]):
                 subcols.append((group, metric, True))
 
-    layout = _Layout(spec, rows, groups, cells, subcols, raw, excluded, failures)
+    layout = _Layout(spec, rows, groups, cells, subcols, raw, excluded, failures,
+                     {g: availability[g] for g in groups if g in availability})
     out_rows = []
     for row in rows:
         for group in groups:
@@ -635,6 +678,9 @@ def _caption(layout: _Layout, title: str, fmt: _Format) -> str:
     if spec.caption:
         parts.append(fmt.esc(spec.caption.rstrip(".")) + ".")
     parts.append(f"{fmt.esc(units)}: {seeds}.")
+    measured = _availability_text(layout, fmt)
+    if measured:
+        parts.append(measured)
     if spec.emphasis:
         parts.append("Best per column in bold, second underlined.")
     if any(is_paper for _, _, is_paper in layout.subcols):

@@ -112,6 +112,14 @@ def bernoulli_availability(num_entities: int, num_modalities: int, rate: float, 
     return torch.rand(num_entities, num_modalities, generator=generator) < rate
 
 
+def effective_rates(natural: Tensor, rate: float) -> Tensor:
+    """``[M]`` keep-probabilities that make ``rate`` the share of entities holding each
+    modality, given which entities were dealt an item (``natural`` ``[n, M]``): rate /
+    holding rate, capped at 1 (a client dealt too few items gets all it holds)."""
+    holding = natural.float().mean(0) if natural.numel() else torch.zeros(natural.shape[1])
+    return torch.where(holding > 0, (rate / holding.clamp_min(1e-12)).clamp(max=1.0), torch.zeros_like(holding))
+
+
 def fill_unavailable(x: Tensor, available: Tensor, mode: str, generator: torch.Generator) -> Tensor:
     """Replace rows where ``available`` is False. ``random``: Gaussian noise with the
     per-dimension mean and std of the available rows (N(0, 1) when none is available),
@@ -157,10 +165,16 @@ def build_client_modalities(
     fill: str = "random",
     seed: int = 0,
     modalities: Sequence[str] | None = None,
+    availability: str = "nominal",
 ) -> list[ClientModalities]:
-    """Deal items, average them per client entity, draw Bernoulli(r) availability per
+    """Deal items, average them per client entity, draw Bernoulli availability per
     (client, entity, modality) and fill what is unavailable. Seeds are derived per
-    modality and per client, so adding a client or modality does not reshuffle others."""
+    modality and per client, so adding a client or modality does not reshuffle others.
+
+    ``availability``: ``nominal`` keeps each dealt entity's modality with probability r,
+    so a client holds it for r x (its item-holding rate) of its entities; ``effective``
+    raises the probability to r / holding rate per (client, modality), capped at 1, so the
+    share is r wherever enough entities were dealt an item (see ``effective_rates``)."""
     mods = list(modalities) if modalities is not None else dataset.modalities
     ents = [c.entities for c in partition.clients]
     held = {m: deal_items(dataset.item_entity[m], ents, alpha, partitioned, seed=seed * 1000 + i)
@@ -173,7 +187,10 @@ def build_client_modalities(
         for j, m in enumerate(mods):
             x, has = client_item_features(dataset.item_feats[m], dataset.item_entity[m], held[m][c], client.entities)
             feats[m], natural[:, j] = x, has
-        sim = bernoulli_availability(len(client.entities), len(mods), rate, gen)
+        if availability == "effective":
+            sim = torch.rand(len(client.entities), len(mods), generator=gen) < effective_rates(natural, rate)
+        else:
+            sim = bernoulli_availability(len(client.entities), len(mods), rate, gen)
         avail = natural & sim
         for j, m in enumerate(mods):
             feats[m] = fill_unavailable(feats[m], avail[:, j], fill, gen)
