@@ -318,6 +318,12 @@ class Engine:
             for split in ("val", "test"):
                 for k, v in best[split].items():
                     metrics[f"{split}/{k}"] = v
+            # other views a method reports (val_server, test_client...), at the same best round
+            first = best["per_client"][min(best["per_client"])]
+            for split in (s for s in first if s not in ("val", "test")):
+                if all(split in pc for pc in best["per_client"].values()):
+                    for k, v in aggregate_scores(best["per_client"], split).items():
+                        metrics[f"{split}/{k}"] = v
             cids = sorted(best["per_client"])
             for k in best["per_client"][cids[0]]["test"]:
                 if k != "n":

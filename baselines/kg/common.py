@@ -145,6 +145,16 @@ class KGEClient(nn.Module):
                     p.copy_(payload[f"fusion.{n}"])
 
 
+def both_views(task: Any, model: nn.Module, client: KGClientData, load_global: Callable[[], None]) -> dict[str, dict[str, float]]:
+    """Scores of the client view (the model as local training left it) and, after
+    ``load_global()``, of the server view; ``val``/``test`` are the server view."""
+    local = task.evaluate(model, client)
+    load_global()
+    server = task.evaluate(model, client)
+    return {**server, "val_server": server["val"], "test_server": server["test"],
+            "val_client": local["val"], "test_client": local["test"]}
+
+
 def init_projections(proj: nn.ModuleDict, embedding_range: float, gen: torch.Generator) -> None:
     """Uniform weights in ``+-range / sqrt(d_in)``, zero bias: a projected (unit-RMS) feature
     then starts on the scale of the structural rows (uniform in ``+-range``), so neither
@@ -344,10 +354,13 @@ class KGAlgorithm(Algorithm):
         return self._replies()
 
     def evaluate(self, client: KGClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
-        """Personalized: the client's own model. Federated: the global parameters received
-        (entity rows, projections, fusion) with the client's local relations."""
+        """Personalized: the client's own model. Federated: the server view on ``val``/``test``
+        (the global parameters received: entity rows, projections, fusion, with the client's
+        local relations), and both views under their own names (``*_server``, ``*_client``:
+        the model as the client's local training left it), so every FL row can be compared
+        on either view (``both_views``)."""
         model = self.client_model(client, state)
-        if self.federated and received:
-            model.load_shared(received)
-        return self.ctx.task.evaluate(model, client)
+        if not (self.federated and received):
+            return self.ctx.task.evaluate(model, client)
+        return both_views(self.ctx.task, model, client, lambda: model.load_shared(received))
 

@@ -32,7 +32,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from baselines.kg.common import KGAlgorithm, KGEClient, _mix
+from baselines.kg.common import KGAlgorithm, KGEClient, _mix, both_views
 from benchmark.algorithm import Broadcast
 from benchmark.comm import Payload
 from benchmark.errors import BenchmarkError
@@ -122,6 +122,6 @@ class FedR(KGAlgorithm):
     def evaluate(self, client: KGClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
         """The client's own entities with the received (aggregated) relation rows."""
         model = self.client_model(client, state)
-        if received:
-            load_relation_rows(model, received["relation"])
-        return self.ctx.task.evaluate(model, client)
+        if not received:
+            return self.ctx.task.evaluate(model, client)
+        return both_views(self.ctx.task, model, client, lambda: load_relation_rows(model, received["relation"]))

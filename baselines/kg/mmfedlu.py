@@ -224,12 +224,14 @@ class DualViewKG(KGAlgorithm):
         """Called after the round's local training (MMFedLU's gating reads validation here)."""
 
     def evaluate(self, client: KGClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
-        """The client view on val/test; the server view (global parameters received, local
-        relations) under ``val_server`` / ``test_server``."""
+        """The client view on val/test (also under ``val_client`` / ``test_client``); the
+        server view (global parameters received, local relations) under ``val_server`` /
+        ``test_server``, so FL rows can be compared on either view."""
         cm, sm = self._load(client, state, received)
         out = self.ctx.task.evaluate(cm, client)
         server = self.ctx.task.evaluate(sm, client)
         out["val_server"], out["test_server"] = server["val"], server["test"]
+        out["val_client"], out["test_client"] = out["val"], out["test"]
         return out
 
 
