@@ -26,7 +26,7 @@ from benchmark.comm import Ledger, Payload, RawDataFingerprint
 from benchmark.config import RunConfig, component_config
 from benchmark.determinism import DeterminismWatch, configure as configure_determinism
 from benchmark.errors import BenchmarkError
-from benchmark.federation import ClientData, FederatedData
+from benchmark.federation import ClientData, FederatedData, build_federation
 from benchmark.memory import PeakMemory
 from benchmark.metrics import weighted_mean
 from benchmark.results import now_iso, provenance
@@ -125,9 +125,7 @@ class Engine:
         torch.set_float32_matmul_precision(cfg.train.matmul_precision)
         seed_everything(cfg.seed)
         if fed is None:
-            from data_prep.build import build_federation
-
-            fed = build_federation(cfg)
+            fed = build_federation(cfg)  # the builder data_prep registered (the core does not import it)
         self.fed = fed
         self.progress = progress
         self.audit = audit

@@ -8,10 +8,14 @@ an algorithm exactly one ``ClientData`` at a time and nothing else of the raw da
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
+
+from benchmark.errors import BenchmarkError
 
 
 @dataclass
@@ -172,3 +176,28 @@ class FederatedData:
             return {m: 0.0 for m in self.modalities}
         held = sum(c.available.sum(0).to(torch.float64).cpu() for c in self.clients)
         return {m: round(float(held[j]) / total, 4) for j, m in enumerate(self.modalities)}
+
+
+# --------------------------------------------------------------------------- the builder hook
+
+#: builds a run's federation from its config; ``data_prep.build`` registers the one it has.
+#: The core calls it through ``build_federation`` and never imports the data layer itself.
+FederationBuilder = Callable[[Any], FederatedData]
+_BUILDER: list[FederationBuilder] = []
+
+
+def register_builder(fn: FederationBuilder) -> FederationBuilder:
+    """Decorator: make ``fn(run_config) -> FederatedData`` the federation builder."""
+    _BUILDER[:] = [fn]
+    return fn
+
+
+def build_federation(cfg: Any) -> FederatedData:
+    """Build (or load from cache) the federation a run config describes, with the builder
+    the plugins registered (``data_prep.build.build_federation``)."""
+    from benchmark import registry as R
+
+    R.load_plugins()
+    if not _BUILDER:
+        raise BenchmarkError("no federation builder is registered: the data_prep package did not load")
+    return _BUILDER[0](cfg)

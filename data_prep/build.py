@@ -30,7 +30,7 @@ import data_prep.partition.louvain  # noqa: F401
 from benchmark import registry as R
 from benchmark.config import ComponentConfig, RunConfig, component_config
 from benchmark.errors import ConfigError
-from benchmark.federation import ClientData, ClientIndex, FederatedData, GraphDataset, PartitionResult
+from benchmark.federation import ClientData, ClientIndex, FederatedData, GraphDataset, PartitionResult, register_builder
 from data_prep.partition import owner_array, seeded_rng
 
 ARTIFACT_VERSION = 2  # 2: client-level masking rounds halves up
@@ -297,6 +297,7 @@ def client_edges(
 # --------------------------------------------------------------------------- main entry
 
 
+@register_builder
 def build_federation(cfg: RunConfig) -> FederatedData:
     """Load the dataset, partition it, simulate missingness, split, and build every client.
 

@@ -68,7 +68,7 @@ def kg_partition_metrics(stats: Mapping[str, Any], modalities: list[str]) -> dic
 def stats_record(cell: Any) -> dict[str, Any]:
     """Build one cell's federation and return its statistics record (status failed on error)."""
     from benchmark.config import build_run_config
-    from data_prep.build import build_federation
+    from benchmark.federation import build_federation
 
     start = time.perf_counter()
     try:
