@@ -27,12 +27,23 @@ def first_doc_line(obj: Any) -> str:
     return doc.splitlines()[0].strip() if doc else ""
 
 
-class Registry(Generic[T]):
-    """A name -> component map for one kind of component."""
+#: every listed registry by plural kind, wherever it is defined (the KG decoders live in
+#: benchmark/kge, the KG fusions and imputers in baselines/kg): what `list` prints
+ALL_REGISTRIES: dict[str, "Registry[Any]"] = {}
 
-    def __init__(self, kind: str) -> None:
+
+class Registry(Generic[T]):
+    """A name -> component map for one kind of component.
+
+    A registry lists itself in ``ALL_REGISTRIES`` when it is created (``listed=False`` for
+    throwaway ones), so a new kind of component shows up in `list` without editing it.
+    """
+
+    def __init__(self, kind: str, listed: bool = True) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
+        if listed:
+            ALL_REGISTRIES[kind + "s"] = self
 
     def register(self, name: str | None = None) -> Callable[[T], T]:
         """Class/function decorator registering the component under ``name``."""
@@ -84,17 +95,6 @@ BACKBONES: Registry[Any] = Registry("backbone")
 ALGORITHMS: Registry[Any] = Registry("algorithm")
 METRICS: Registry[Any] = Registry("metric")
 
-ALL_REGISTRIES: dict[str, Registry[Any]] = {
-    "datasets": DATASETS,
-    "partitioners": PARTITIONERS,
-    "maskers": MASKERS,
-    "tasks": TASKS,
-    "models": MODELS,
-    "fusions": FUSIONS,
-    "backbones": BACKBONES,
-    "algorithms": ALGORITHMS,
-    "metrics": METRICS,
-}
 
 PLUGIN_PACKAGES = ("benchmark.tasks", "benchmark.models", "benchmark.metrics", "data_prep", "baselines", "methods")
 _loaded = False

@@ -9,7 +9,7 @@ from benchmark.registry import Registry
 
 
 def test_register_and_get():
-    reg: Registry = Registry("thing")
+    reg: Registry = Registry("thing", listed=False)
 
     @reg.register("alpha")
     class Alpha:
@@ -22,7 +22,7 @@ def test_register_and_get():
 
 
 def test_double_registration_is_error():
-    reg: Registry = Registry("thing")
+    reg: Registry = Registry("thing", listed=False)
     reg.register("x")(type("A", (), {}))
     with pytest.raises(ConfigError):
         reg.register("x")(type("B", (), {}))
@@ -45,3 +45,16 @@ def test_list_prints_docs(capsys):
     assert main(["list", "--options"]) == 0
     out = capsys.readouterr().out
     assert "fedprox" in out and "FedProx" in out and "mu = 0.001" in out and "demo" in out
+
+
+def test_list_shows_every_registry_wherever_it_is_defined(capsys):
+    from benchmark import registry as R
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert {"kge decoders", "kg fusions", "kg imputers"} <= set(R.ALL_REGISTRIES)  # defined outside registry.py
+    for kind, reg in R.ALL_REGISTRIES.items():
+        assert f"\n{kind}:\n" in f"\n{out}", kind
+        for name in reg.names():
+            assert f"  {name} " in out, (kind, name)
+    assert "thing" not in R.ALL_REGISTRIES  # throwaway registries (listed=False) stay out
