@@ -51,10 +51,10 @@ regress:
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread_per_cell() -> Any:
-    """Cells run in this process (--jobs 1); sweep gives each cell cpu_count // jobs threads, and
-    two threads on a busy 2-core box run a tiny graph many times slower than one."""
+    """Cells run in this process (--jobs 1); two threads on a busy 2-core box run a tiny graph
+    many times slower than one."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("benchmark.sweep.os.cpu_count", lambda: 1)
+        mp.setenv("FEDMM_THREADS", "1")
         yield
 
 
