@@ -33,3 +33,16 @@ def unknown(kind: str, name: str, choices: Iterable[str]) -> ConfigError:
     """Error for an unknown name, listing the valid ones and suggesting the closest."""
     choices = sorted(choices)
     return ConfigError(f"unknown {kind} '{name}'{closest(name, choices)}; valid: {', '.join(choices)}")
+
+
+def warn_rebuild(path: object, why: str) -> None:
+    """One line on stderr: a cache file could not be used and is being rebuilt."""
+    import sys
+
+    print(f"warning: cache {path} {why}; rebuilding it", file=sys.stderr)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message (torch's load errors span many)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
