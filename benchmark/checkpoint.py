@@ -52,6 +52,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmark.errors import first_line
+
 FORMAT = "fedmm-checkpoint"
 VERSION = 1
 PROJECT_PACKAGES = frozenset({"benchmark", "baselines", "methods", "data_prep"})
@@ -163,7 +165,7 @@ def _allowed_globals(path: Path) -> list[tuple[Any, str]]:
     try:
         names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
     except Exception as e:  # noqa: BLE001 - any failure to parse means a damaged file
-        raise BadCheckpoint(f"unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
+        raise BadCheckpoint(f"unreadable ({type(e).__name__}: {first_line(e)[:160]})") from e
     refused = [n for n in names if not admissible(n)]
     if refused:
         raise BadCheckpoint(f"refers to '{refused[0]}', which a checkpoint may not load")
@@ -224,8 +226,7 @@ def read(path: Path, config_hash: str, map_location: Any = None) -> tuple[Any, d
             blob = torch.load(path, map_location=map_location, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile, ValueError, KeyError,
             AttributeError, TypeError, OSError) as e:
-        first = str(e).splitlines()[0] if str(e) else ""
-        raise BadCheckpoint(f"unreadable ({type(e).__name__}: {first[:120]})") from e
+        raise BadCheckpoint(f"unreadable ({type(e).__name__}: {first_line(e)[:160]})") from e
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:
         raise BadCheckpoint("is not a FedMM-Bench checkpoint")
     if blob.get("version") != VERSION:

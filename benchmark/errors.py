@@ -43,6 +43,11 @@ def warn_rebuild(path: object, why: str) -> None:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first non-empty line of an exception's message (torch's load errors span many)."""
+    """One line of an exception's message: the first non-empty one, or for torch's weights-only
+    refusals (a boilerplate paragraph, then the reason) the line that gives the reason."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if lines and lines[0].startswith("Weights only load failed"):
+        reasons = [ln for ln in lines[1:] if not ln.startswith(("Please file", "Check the documentation"))]
+        if reasons:
+            return reasons[0]
     return lines[0] if lines else type(exc).__name__

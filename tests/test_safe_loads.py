@@ -126,3 +126,14 @@ def test_the_scan_catches_unsafe_loads():
     src = ("torch.load(p)\ntorch.load(p, weights_only=False)\nnp.load(p, allow_pickle=True)\nnp.load(p)\n"
            "yaml.load(s)\npickle.loads(b)\ntorch.load(p, weights_only=True)\nnp.load(p, allow_pickle=False)\n")
     assert [line for line, _ in _unsafe_loads(ast.parse(src))] == [1, 2, 3, 4, 5, 6]
+
+
+def test_first_line_of_a_weights_only_refusal_is_its_reason(tmp_path):
+    from benchmark.errors import first_line
+
+    path = tmp_path / "x.pt"
+    torch.save([_Touch(tmp_path / "pwned")], path)
+    with pytest.raises(Exception) as e:
+        torch.load(path, weights_only=True)
+    assert "system" in first_line(e.value) and "\n" not in first_line(e.value)
+    assert first_line(ValueError("a\nb")) == "a" and first_line(ValueError("")) == "ValueError"
