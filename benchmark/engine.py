@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from benchmark import checkpoint
 from benchmark import registry as R
 from benchmark.algorithm import AlgoContext, Algorithm, Broadcast, NonFiniteLoss
 from benchmark.comm import Ledger, Payload, RawDataFingerprint
@@ -53,21 +54,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def _rng_state() -> dict[str, Any]:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def _non_finite_key(payload: Payload) -> str | None:
@@ -156,19 +142,10 @@ class Engine:
         return Path(self.cfg.output.checkpoint_dir) / f"{self.cfg.hash()}.pt"
 
     def _save_checkpoint(self, sim: SimState) -> None:
-        path = self._checkpoint_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        torch.save({"sim": sim, "rng": _rng_state(), "config_hash": self.cfg.hash()}, tmp)
-        os.replace(tmp, path)
+        checkpoint.save(self._checkpoint_path(), sim, self.cfg.hash())
 
     def _load_checkpoint(self) -> SimState | None:
-        path = self._checkpoint_path()
-        if not path.exists():
-            return None
-        blob = torch.load(path, map_location=self.device, weights_only=False)
-        _set_rng_state(blob["rng"])
-        return blob["sim"]
+        return checkpoint.load(self._checkpoint_path(), self.cfg.hash(), map_location=self.device)
 
     @staticmethod
     def _for_client(broadcast: Broadcast, cid: int) -> Payload:

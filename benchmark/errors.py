@@ -33,3 +33,21 @@ def unknown(kind: str, name: str, choices: Iterable[str]) -> ConfigError:
     """Error for an unknown name, listing the valid ones and suggesting the closest."""
     choices = sorted(choices)
     return ConfigError(f"unknown {kind} '{name}'{closest(name, choices)}; valid: {', '.join(choices)}")
+
+
+def warn_rebuild(path: object, why: str) -> None:
+    """One line on stderr: a cache file could not be used and is being rebuilt."""
+    import sys
+
+    print(f"warning: cache {path} {why}; rebuilding it", file=sys.stderr)
+
+
+def first_line(exc: BaseException) -> str:
+    """One line of an exception's message: the first non-empty one, or for torch's weights-only
+    refusals (a boilerplate paragraph, then the reason) the line that gives the reason."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if lines and lines[0].startswith("Weights only load failed"):
+        reasons = [ln for ln in lines[1:] if not ln.startswith(("Please file", "Check the documentation"))]
+        if reasons:
+            return reasons[0]
+    return lines[0] if lines else type(exc).__name__

@@ -11,7 +11,9 @@ where ``std_ref`` is the sample std over the reference seeds (at least ``min_see
 suite's band width and ``floor`` the metric's floor, which carries deterministic metrics (bytes
 per round has std 0) and protects against a lucky near-zero seed spread. A metric is *worse*
 than its band (below for ``direction: higher``, above for ``lower``, either way for ``both``) is
-a regression: the command prints the diff table and exits 1. Leaving the band on the good side
+a regression: the command prints a one-line verdict, then only the rows outside their band,
+and exits 1. References made under another protocol or artifact recipe are named once, with
+the command that refreshes them. Leaving the band on the good side
 is reported as "improved" and passes; ``--update`` accepts the new numbers on purpose.
 
 A track's CI cells can live in its own suite: the ``regress:`` section of ``ci.yaml`` may list
@@ -28,6 +30,7 @@ import json
 import math
 import statistics
 import tempfile
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +39,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from benchmark.errors import BenchmarkError, ConfigError
+from benchmark.errors import BenchmarkError, ConfigError, DataError, first_line
 
 REFERENCE_DIR = Path("results") / "reference"
 DIRECTIONS = ("higher", "lower", "both")
@@ -259,8 +262,6 @@ def compare(reference: Mapping[str, Any], current: Mapping[str, Mapping[str, Any
         if cur_cell["failed"]:
             out.append(Comparison(label, "-", "FAILED", note="; ".join(cur_cell["failed"])))
             continue
-        notes = [f"{what} changed" for what in ("protocol", "artifact_recipe")
-                 if ref_cell.get(what) and cur_cell.get(what) and ref_cell[what] != cur_cell[what]]
         for metric in sorted(set(ref_cell.get("metrics") or {}) | set(spec.metrics)):
             ref = (ref_cell.get("metrics") or {}).get(metric)
             cur = cur_cell["metrics"].get(metric)
@@ -275,8 +276,25 @@ def compare(reference: Mapping[str, Any], current: Mapping[str, Mapping[str, Any
             direction = rule.direction if rule else str(ref.get("direction", "higher"))
             floor = rule.floor if rule else float(ref.get("floor", 0.0))
             tol = max(float(ref.get("k", spec.k)) * float(ref.get("std", 0.0)), floor)
-            out.append(Comparison(label, metric, _judge(ref, cur, direction, tol), ref, cur, tol, "; ".join(notes)))
+            out.append(Comparison(label, metric, _judge(ref, cur, direction, tol), ref, cur, tol))
     return out
+
+
+def provenance_drift(suite_name: str, reference: Mapping[str, Any],
+                     current: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One note per provenance field (protocol, artifact recipe) on which the reference and the
+    current run differ for some cell, with how to refresh the references."""
+    ref_cells = reference.get("cells") or {}
+    notes = []
+    for what, words in (("protocol", "protocol"), ("artifact_recipe", "artifact recipe")):
+        differ = [label for label in sorted(set(ref_cells) & set(current))
+                  if ref_cells[label].get(what) and current[label].get(what)
+                  and ref_cells[label][what] != current[label][what]]
+        if differ:
+            notes.append(f"note: the references of suite '{suite_name}' were made with another {words} "
+                         f"({len(differ)} of {len(current)} cells); if that change is intended, refresh them with: "
+                         f"python run_benchmark.py regress --suite {suite_name} --update")
+    return notes
 
 
 def suite_track(suite: Any) -> str:
@@ -353,6 +371,19 @@ def reference_path(reference_dir: str | Path, suite_name: str) -> Path:
     return Path(reference_dir) / f"{suite_name}.json"
 
 
+def read_reference(path: Path) -> dict[str, Any]:
+    """A reference document; DataError naming the file when it is not one."""
+    try:
+        reference = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{path}: not a readable reference ({type(e).__name__}: {first_line(e)}); "
+                        f"rewrite it with: python run_benchmark.py regress --update") from None
+    if not isinstance(reference, dict) or not isinstance(reference.get("cells"), dict):
+        raise DataError(f"{path}: not a reference document (no 'cells' mapping); "
+                        f"rewrite it with: python run_benchmark.py regress --update")
+    return reference
+
+
 def run_ci_suite(suite: Any, spec: RegressSpec, jobs: int, overrides: Mapping[str, Any],
                  keep: str | Path | None, progress: bool) -> list[dict[str, Any]]:
     """Run every cell of the suite fresh (a temporary store unless ``keep`` names a directory)."""
@@ -389,6 +420,7 @@ def regress(suite_names: Sequence[str] | None = None, update: bool = False, over
         raise ConfigError("--update with --set would store references of a modified config; drop --set")
     parsed = dict(parse_override(o) for o in overrides)
     all_rows: list[Comparison] = []
+    drift: list[str] = []
     for name in names:
         suite = load_suite(name)
         spec = spec_for(suite, plan)
@@ -396,13 +428,14 @@ def regress(suite_names: Sequence[str] | None = None, update: bool = False, over
         if not update and not ref_file.is_file():
             raise BenchmarkError(f"no reference {ref_file}; create it on purpose with: "
                                  f"python run_benchmark.py regress --suite {name} --update")
+        reference = None if update else read_reference(ref_file)  # a bad file fails before any cell runs
         start = time.perf_counter()
         records = run_ci_suite(suite, spec, jobs, parsed, keep, progress)
         elapsed = time.perf_counter() - start
         summary = summarize(records, spec.metrics)
         shown = f" with {' '.join(overrides)}" if overrides else ""
         print(f"regress {suite.name}[{spec.scale}]{shown}: {len(summary)} cells x {len(suite.seeds)} seeds "
-              f"in {elapsed:.0f}s, k={spec.k:g}")
+              f"in {elapsed:.0f}s, k={spec.k:g}", file=sys.stderr)  # progress; stdout opens with the verdict
         if update:
             failed = {k: v["failed"] for k, v in summary.items() if v["failed"]}
             if failed:
@@ -411,37 +444,49 @@ def regress(suite_names: Sequence[str] | None = None, update: bool = False, over
             ref = make_reference(suite, spec, summary)
             ref_file.parent.mkdir(parents=True, exist_ok=True)
             ref_file.write_text(json.dumps(ref, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-            rows = [Comparison(label, m, "reference", ref=st,
-                               tol=max(spec.k * st["std"], spec.metrics[m].floor))
-                    for label, cell in ref["cells"].items() for m, st in cell["metrics"].items()]
-            print(render(rows))
-            print(f"wrote {ref_file}")
+            n_metrics = sum(len(cell["metrics"]) for cell in ref["cells"].values())
+            print(f"wrote {ref_file} ({len(ref['cells'])} cells, {n_metrics} metric references)")
             continue
-        reference = json.loads(ref_file.read_text(encoding="utf-8"))
+        assert reference is not None
         if reference.get("scale") != spec.scale:
             raise BenchmarkError(f"{ref_file} holds scale '{reference.get('scale')}' but the suite regresses at "
                                  f"'{spec.scale}'; run regress --update")
         all_rows += compare(reference, summary, spec)
+        drift += provenance_drift(suite.name, reference, summary)
     if update:
         return 0
     unused: list[str] = []
     if not explicit:
         uncovered, unused = coverage(names)
         all_rows += uncovered
-    print(render(all_rows))
+    print(verdict(all_rows))
+    for note in drift:
+        print(note)
+    outside = [c for c in all_rows if c.status != "ok"]
+    if outside:
+        print(render(outside))
     if unused:
         print(f"note: registered tasks that no suite uses yet (not a track, not checked): {', '.join(unused)}")
     bad = [c for c in all_rows if c.failing]
     if bad:
-        kinds = ", ".join(f"{sum(c.status == s for c in bad)} {s}" for s in FAILING if any(c.status == s for c in bad))
-        hint = (" If the change is intended, accept it with: python run_benchmark.py regress --update"
-                if any(c.status != "UNCOVERED" for c in bad) else "")
-        print(f"FAIL: {kinds} in {len(all_rows)} comparisons.{hint}")
+        if any(c.status != "UNCOVERED" for c in bad):
+            print("If the change is intended, accept it with: python run_benchmark.py regress --update")
         return 1
-    better = sum(c.status == "improved" for c in all_rows)
-    print(f"OK: {len(all_rows)} comparisons within tolerance" + (f" ({better} improved beyond the band; "
-                                                                   f"regress --update accepts them)" if better else ""))
     return 0
+
+
+def verdict(rows: Sequence[Comparison]) -> str:
+    """The first line regress prints: pass/fail, comparisons, how many left their band and how."""
+    outside = [c for c in rows if c.status != "ok"]
+    word = "FAIL" if any(c.failing for c in rows) else "OK"
+    line = f"regress: {word}: {len(rows)} comparisons, {len(outside)} outside tolerance"
+    if outside:
+        kinds = [*FAILING, "improved"]
+        line += " (" + ", ".join(f"{sum(c.status == s for c in outside)} {s}" for s in kinds
+                                 if any(c.status == s for c in outside)) + ")"
+    if any(c.status == "improved" for c in rows) and word == "OK":
+        line += "; improvements pass, regress --update accepts them"
+    return line
 
 
 def cmd_regress(a: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import math
 import os
 import platform
 import subprocess
-import warnings
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -152,9 +152,13 @@ class ResultStore:
             if not raw.strip():
                 continue
             try:
-                out.append(json.loads(raw))
+                rec = json.loads(raw)
             except json.JSONDecodeError:
-                warnings.warn(f"{self.path}:{i}: skipping a corrupt record line", stacklevel=2)
+                rec = None
+            if isinstance(rec, dict):
+                out.append(rec)
+            else:
+                print(f"warning: {self.path}:{i}: skipping a corrupt record line", file=sys.stderr)
         return out
 
     def done_cells(self) -> set[str]:

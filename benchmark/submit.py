@@ -27,7 +27,6 @@ import dataclasses
 import hashlib
 import importlib.util
 import inspect
-import os
 import re
 import sys
 import traceback
@@ -38,6 +37,7 @@ from typing import Any
 
 from benchmark import registry as R
 from benchmark.errors import BenchmarkError
+from benchmark.threads import threads_per_job
 
 SMOKE_SUITE = "ci"
 SMOKE_ROUNDS = 2
@@ -363,7 +363,7 @@ def run_submission_suite(sub: Submission, suite_name: str, scale: str | None, jo
     cells = supported
     out = str(suite.results_path(results_dir, scale))
     jobs = max(1, min(jobs, len(cells)))
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+    threads = threads_per_job(jobs)  # FEDMM_THREADS overrides
     args = (str(sub.path), sub.name, sub.info)
     bar = tqdm(total=len(cells), desc=f"{sub.name} on {suite.name}[{scale}]", disable=not progress, unit="cell")
     records = []

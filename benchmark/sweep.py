@@ -4,7 +4,9 @@ A suite YAML names a grid of run-config overrides, the seeds, per-scale override
 report layout. Each (grid point, seed) is a *cell* with a stable id; a cell whose record
 is already in the store is skipped, so a killed sweep re-run does only what is missing.
 Workers append their own record the moment a cell finishes (atomic appends), so a kill
-loses at most the cells in flight.
+loses at most the cells in flight. A worker claims a cell before running it (see
+:mod:`benchmark.claims`) and re-reads the store once it holds the claim, so two sweeps into
+one store run every cell once; a cell claimed by a live sweep is waited for, not run again.
 
 Two grid forms besides dotted config keys:
 
@@ -34,6 +36,7 @@ import json
 import logging
 import multiprocessing
 import os
+import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -44,12 +47,15 @@ import torch
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
+from benchmark.claims import try_claim
 from benchmark.config import build_run_config, deep_merge, expand_dotted, load_yaml
 from benchmark.errors import ConfigError, closest
 from benchmark.results import GIT_STATE_ENV, ResultStore, git_state, now_iso
+from benchmark.threads import threads_per_job
 
 SUITES_DIR = Path(__file__).with_name("suites")
 SCALES = ("tiny", "small", "paper")
+CLAIM_POLL_S = 2.0  # how often a sweep looks again at cells another sweep holds
 SUITE_KEYS = ("name", "description", "base", "grid", "axes", "seeds", "scales", "default_scale", "table",
               "tables", "plots", "track", "paper_note", "regress", "stats", "isolate")
 
@@ -256,6 +262,30 @@ def run_cell(cell: Cell, results_path: str, threads: int = 1) -> dict[str, Any]:
     return record
 
 
+HELD = "held"  # status of a cell another live sweep holds (not a record; never stored)
+CELL_SECONDS = "_cell_seconds"  # wall time of a cell run here, data build included (never stored)
+
+
+def run_claimed_cell(cell: Cell, results_path: str, threads: int, seen: int) -> dict[str, Any]:
+    """Claim a cell, then run it unless a record appeared since planning (``seen`` records then).
+
+    Returns the new record, the record another sweep wrote meanwhile, or ``{"status": HELD}``
+    while a live process holds the claim.
+    """
+    claim = try_claim(results_path, cell.cell_id)
+    if claim is None:
+        return {"status": HELD, "cell_id": cell.cell_id}
+    try:
+        mine = [r for r in ResultStore(results_path).read() if r.get("cell_id") == cell.cell_id]
+        if len(mine) > seen:
+            return mine[-1]
+        start = time.perf_counter()
+        record = run_cell(cell, results_path, threads)  # stored by now; the key below is not
+        return {**record, CELL_SECONDS: time.perf_counter() - start}
+    finally:
+        claim.release()
+
+
 def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir: str | Path = "results",
               retry_failed: bool = False, progress: bool = True,
               overrides: dict[str, Any] | None = None,
@@ -285,9 +315,7 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     cells = [c for c in cells if c.cell_id not in na_ids]
     todo = [c for c in cells if c.cell_id not in done]
     jobs = max(1, min(jobs, len(todo) or 1))
-    # FEDMM_THREADS pins torch threads per cell: on a shared or small machine one thread per
-    # cell is both faster and steadier than oversubscribed parallel ops.
-    threads = int(os.environ.get("FEDMM_THREADS", "0")) or max(1, (os.cpu_count() or 1) // jobs)
+    threads = threads_per_job(jobs)  # FEDMM_THREADS overrides
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"{suite.name}[{scale}]",
                disable=not progress, unit="cell")
     pinned = os.environ.get(GIT_STATE_ENV)
@@ -295,7 +323,8 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
         sha, dirty = git_state()
         os.environ[GIT_STATE_ENV] = f"{sha}:{int(dirty)}"
     try:
-        _run_cells(todo, str(store.path), threads, jobs, isolate, bar)
+        seen = {c.cell_id: sum(r.get("cell_id") == c.cell_id for r in existing) for c in todo}
+        _run_until_recorded(todo, str(store.path), threads, jobs, isolate, bar, seen)
     finally:
         if pinned is None:
             os.environ.pop(GIT_STATE_ENV, None)
@@ -303,27 +332,60 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     return latest_records(store.read(), {c.cell_id for c in cells}), len(todo)
 
 
-def _run_cells(todo: list[Cell], store_path: str, threads: int, jobs: int, isolate: bool, bar: Any) -> None:
-    """Run the cells (in this process, a joblib pool, or one fresh process each) and tick the bar."""
+def _run_until_recorded(todo: list[Cell], store_path: str, threads: int, jobs: int, isolate: bool, bar: Any,
+                        seen: dict[str, int]) -> None:
+    """Run the cells; those another sweep holds are looked at again until they have a record."""
+    walls: list[float] = []
+    while todo:
+        held = _run_cells(todo, store_path, threads, jobs, isolate, bar, seen, walls)
+        todo = [c for c in todo if c.cell_id in held]
+        if todo:
+            bar.set_postfix_str(f"waiting for {len(todo)} cell(s) another sweep runs")
+            time.sleep(CLAIM_POLL_S)
+
+
+def _eta(walls: list[float], remaining: int, jobs: int) -> str:
+    """Remaining time from the mean wall time of the cells finished so far, ``jobs`` at a time."""
+    if not walls or remaining <= 0:
+        return ""
+    secs = sum(walls) / len(walls) * remaining / max(1, jobs)
+    return f" eta {int(secs // 3600)}:{int(secs % 3600 // 60):02d}:{int(secs % 60):02d}"
+
+
+def _run_cells(todo: list[Cell], store_path: str, threads: int, jobs: int, isolate: bool, bar: Any,
+               seen: dict[str, int], walls: list[float]) -> set[str]:
+    """Run the cells (in this process, a pool of fresh processes, or one fresh process each).
+
+    Ticks the bar per finished cell, with an ETA from finished cells' wall times; returns the
+    ids of cells another sweep held. Pools never fork (joblib's loky and ``spawn`` start fresh
+    interpreters), so several workers may share a GPU the parent process already initialised.
+    """
+    held: set[str] = set()
+
+    def done(rec: dict[str, Any]) -> None:
+        if rec.get("status") == HELD:
+            held.add(str(rec["cell_id"]))
+            return
+        if isinstance(rec.get(CELL_SECONDS), float):
+            walls.append(rec[CELL_SECONDS])
+        bar.update(1)
+        bar.set_postfix_str(f"{rec.get('status')}{_eta(walls, bar.total - bar.n, jobs)}")
+
     if isolate:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
-            futures = [pool.submit(run_cell, c, store_path, threads) for c in todo]
+            futures = [pool.submit(run_claimed_cell, c, store_path, threads, seen[c.cell_id]) for c in todo]
             for fut in as_completed(futures):
-                rec = fut.result()
-                bar.update(1)
-                bar.set_postfix_str(f"{rec['status']}")
+                done(fut.result())
     elif jobs == 1:
         for c in todo:
-            rec = run_cell(c, store_path, threads)
-            bar.update(1)
-            bar.set_postfix_str(f"{rec['status']}")
+            done(run_claimed_cell(c, store_path, threads, seen[c.cell_id]))
     else:
-        gen = Parallel(n_jobs=jobs, return_as="generator_unordered")(
-            delayed(run_cell)(c, store_path, threads) for c in todo)
+        gen = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")(
+            delayed(run_claimed_cell)(c, store_path, threads, seen[c.cell_id]) for c in todo)
         for rec in gen:
-            bar.update(1)
-            bar.set_postfix_str(f"{rec['status']}")
+            done(rec)
+    return held
 
 
 def select_cells(cells: list[Cell], only: dict[str, Any]) -> list[Cell]:

@@ -29,7 +29,7 @@ import data_prep.partition.iid  # noqa: F401
 import data_prep.partition.louvain  # noqa: F401
 from benchmark import registry as R
 from benchmark.config import ComponentConfig, RunConfig, component_config
-from benchmark.errors import ConfigError
+from benchmark.errors import ConfigError, warn_rebuild
 from benchmark.federation import ClientData, ClientIndex, FederatedData, GraphDataset, PartitionResult, register_builder
 from data_prep.partition import owner_array, seeded_rng
 
@@ -128,7 +128,8 @@ def load_artifact(path: Path, num_nodes: int, num_modalities: int) -> dict[str, 
         return None
     try:
         art = torch.load(path, weights_only=True)
-    except Exception:  # a truncated or foreign file is rebuilt, not trusted
+    except Exception as e:  # a truncated or foreign file is rebuilt, not trusted
+        warn_rebuild(path, f"is unreadable ({type(e).__name__})")
         return None
     try:
         ok = (

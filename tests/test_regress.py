@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from benchmark.cli import main
-from benchmark.regress import (MetricRule, RegressSpec, cell_label, compare, coverage, parse_spec, regress_plan,
-                               spec_for, summarize)
+from benchmark.regress import (Comparison, MetricRule, RegressSpec, cell_label, compare, coverage, parse_spec,
+                               provenance_drift, regress_plan, spec_for, summarize, verdict)
 from benchmark.sweep import load_suite
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +51,10 @@ regress:
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread_per_cell() -> Any:
-    """Cells run in this process (--jobs 1); sweep gives each cell cpu_count // jobs threads, and
-    two threads on a busy 2-core box run a tiny graph many times slower than one."""
+    """Cells run in this process (--jobs 1); two threads on a busy 2-core box run a tiny graph
+    many times slower than one."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("benchmark.sweep.os.cpu_count", lambda: 1)
+        mp.setenv("FEDMM_THREADS", "1")
         yield
 
 
@@ -94,7 +94,8 @@ def test_unchanged_code_passes(suite_with_reference: tuple[Path, Path, str],
     suite, refs, _ = suite_with_reference
     rc, out = _regress(suite, refs, capsys)
     assert rc == 0, out
-    assert "OK: 4 comparisons within tolerance" in out
+    assert out.splitlines()[0] == "regress: OK: 4 comparisons, 0 outside tolerance"
+    assert "| cell" not in out  # nothing outside tolerance: no table
 
 
 def test_zero_learning_rate_is_a_regression_with_a_readable_diff(suite_with_reference: tuple[Path, Path, str],
@@ -107,8 +108,40 @@ def test_zero_learning_rate_is_a_regression_with_a_readable_diff(suite_with_refe
         assert col in header
     bad = [line for line in out.splitlines() if "| REGRESSION" in line]
     assert bad and all("test/accuracy" in line for line in bad), out
-    assert "FAIL:" in out and "regress --update" in out
-    assert "protocol changed" in out  # the lr is part of the protocol, and the diff says so
+    first = out.splitlines()[0]
+    assert first.startswith("regress: FAIL: 4 comparisons, ") and "REGRESSION" in first, first
+    status_col = [line.split("|")[-3].strip() for line in out.splitlines() if line.startswith("| algorithm")]
+    assert status_col and "ok" not in status_col  # only rows outside tolerance are listed
+    assert "regress --update" in out
+    # the lr is part of the protocol: said once for the suite, not on every row
+    assert out.count("were made with another protocol") == 1 and "--suite" in out
+
+
+def test_corrupt_reference_is_one_line_error_naming_the_file(
+        suite_with_reference: tuple[Path, Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite, refs, _ = suite_with_reference
+    bad = tmp_path / "refs"
+    bad.mkdir()
+    (bad / "regress_test.json").write_text('{"cells": {"a": ')
+    rc = main(["regress", "--suite", str(suite), "--reference-dir", str(bad)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "regress_test.json" in err[0] and "not a readable reference" in err[0]
+
+
+def test_verdict_counts_rows_outside_tolerance() -> None:
+    rows = [Comparison("a", "m", "ok"), Comparison("b", "m", "REGRESSION"), Comparison("c", "m", "improved")]
+    assert verdict(rows) == "regress: FAIL: 3 comparisons, 2 outside tolerance (1 REGRESSION, 1 improved)"
+    assert verdict(rows[:1]) == "regress: OK: 1 comparisons, 0 outside tolerance"
+    assert verdict([rows[0], rows[2]]).startswith("regress: OK: 2 comparisons, 1 outside tolerance (1 improved)")
+
+
+def test_recipe_drift_is_one_note_for_all_cells() -> None:
+    ref = {"cells": {f"c{i}": {**_cell([0.5]), "artifact_recipe": "old"} for i in range(5)}}
+    cur = {f"c{i}": _cell([0.5]) for i in range(5)}
+    notes = provenance_drift("ci", ref, cur)
+    assert len(notes) == 1 and "another artifact recipe (5 of 5 cells)" in notes[0]
+    assert "regress --suite ci --update" in notes[0]
+    assert provenance_drift("ci", {"cells": cur}, cur) == []
 
 
 def test_missing_reference_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

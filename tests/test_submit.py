@@ -74,7 +74,7 @@ def test_leak_message_names_the_payload(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_template_is_accepted_runs_the_suite_and_rebuilds_the_leaderboard(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("benchmark.submit.os.cpu_count", lambda: 1)  # one thread per tiny in-process cell
+    monkeypatch.setenv("FEDMM_THREADS", "1")  # one thread per tiny in-process cell
     suite = tmp_path / "submit_test.yaml"
     suite.write_text(SUITE)
     results, tables = tmp_path / "results", tmp_path / "tables"
@@ -137,7 +137,7 @@ def test_mixed_task_suite_runs_only_the_declared_tasks(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The template declares node_cls only: in a suite crossing node_cls with link_pred its
     link_pred cells are skipped (N/A in the table), not a reason to reject the suite."""
-    monkeypatch.setattr("benchmark.submit.os.cpu_count", lambda: 1)
+    monkeypatch.setenv("FEDMM_THREADS", "1")
     suite = tmp_path / "submit_mixed.yaml"
     suite.write_text(SUITE.replace("name: submit_test", "name: submit_mixed")
                      .replace("  missing.rate: [0.0, 0.5]", "  task.name: [node_cls, link_pred]"))

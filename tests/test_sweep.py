@@ -137,3 +137,12 @@ def test_workers_record_the_code_state_the_sweep_started_with(tmp_path, monkeypa
     records, _ = run_suite(load_suite(str(path)), "tiny", jobs=1, results_dir=tmp_path / "res", progress=False)
     prov = records[0]["provenance"]
     assert (prov["git_sha"], prov["git_dirty"]) == ("0123abcd", True)
+
+
+def test_eta_is_mean_cell_time_times_remaining_over_jobs():
+    from benchmark.sweep import _eta
+
+    assert _eta([], 5, 1) == "" and _eta([10.0], 0, 1) == ""
+    assert _eta([10.0, 20.0], 4, 1) == " eta 0:01:00"  # 15 s a cell, 4 left, one at a time
+    assert _eta([10.0, 20.0], 4, 2) == " eta 0:00:30"
+    assert _eta([3600.0], 2, 1) == " eta 2:00:00"

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from benchmark.errors import ConfigError, DataError
+from benchmark.errors import ConfigError, DataError, first_line, warn_rebuild
 from benchmark.federation import GraphDataset
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -443,7 +443,8 @@ def load_dataset(path: Path) -> GraphDataset | None:
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
         return GraphDataset(**blob)
-    except Exception:  # a torn or foreign file: rebuild rather than fail
+    except Exception as e:  # a torn or foreign file: rebuild rather than fail
+        warn_rebuild(path, f"is unreadable ({type(e).__name__})")
         return None
 
 
@@ -508,7 +509,7 @@ def torch_load_plain(path: Path) -> Any:
                 return torch.load(path, map_location="cpu", weights_only=True)
         except Exception:
             raise DataError(
-                f"{path}: not a plain tensor/list file readable without running code ({first}); "
+                f"{path}: not a plain tensor/list file readable without running code ({first_line(first)}); "
                 "a DGL graph must first be converted to an edge list"
             ) from None
     except (OSError, EOFError, ValueError) as e:

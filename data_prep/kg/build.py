@@ -29,7 +29,7 @@ from torch import Tensor
 
 from benchmark import registry as R
 from benchmark.config import RunConfig
-from benchmark.errors import ConfigError
+from benchmark.errors import ConfigError, warn_rebuild
 from benchmark.federation import FederatedData
 from benchmark.registry import MASKERS
 from data_prep.kg.dataset import KGDataset
@@ -131,7 +131,8 @@ def _load_kg_artifact(path: Path, num_clients: int, num_modalities: int) -> dict
         ok = (art.get("version") == KG_ARTIFACT_VERSION and art.get("kind") == "kg"
               and len(art["clients"]) == num_clients
               and all(tuple(c["available"].shape) == (c["entities"].numel(), num_modalities) for c in art["clients"]))
-    except Exception:  # a truncated or foreign file is rebuilt, not trusted
+    except Exception as e:  # a truncated or foreign file is rebuilt, not trusted
+        warn_rebuild(path, f"is unreadable ({type(e).__name__})")
         return None
     return art if ok else None
 

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from benchmark.errors import DataError
+from benchmark.errors import DataError, first_line
 from benchmark.registry import DATASETS
 from data_prep.datasets.sources import (  # noqa: F401 - MIRROR and REPO_ROOT are re-exported
     ENV_ROOT, MIRROR, REPO_ROOT, RemoteFile, download_file, search_places, sha256_file,
@@ -299,7 +299,7 @@ def _load_tensor_file(path: Path) -> object:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises many types for corrupt or unsafe pickles
-        raise DataError(f"{path}: not a readable tensor file ({type(e).__name__}: {e})") from None
+        raise DataError(f"{path}: not a readable tensor file ({type(e).__name__}: {first_line(e)})") from None
 
 
 def load_entity_image_features(path: str | Path, entities: list[str]) -> tuple[Tensor, Tensor, dict]:
