@@ -72,12 +72,23 @@ def test_missing_data_file_names_file_and_places(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sources, "MIRROR", tmp_path / "no-mirror")
     monkeypatch.delenv("FEDMM_DATA_ROOT", raising=False)
+    (tmp_path / "empty").mkdir()
     code = main(["prepare", "--set", "dataset.name=tiktok", "--set", f"dataset.root={tmp_path / 'empty'}"])
     err = capsys.readouterr().err
     assert code == 2, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "empty" in lines[0] and "no-mirror" in lines[0]
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+    assert not any((tmp_path / "empty").iterdir())
+
+
+def test_explicit_data_root_that_does_not_exist(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FEDMM_DATA_ROOT", raising=False)
+    code = main(["prepare", "--set", "dataset.name=tiktok", "--set", f"dataset.root={tmp_path / 'typo'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert f"data root {tmp_path / 'typo'} (dataset.root) does not exist" in err
 
 
 def test_prepare_prints_statistics(tmp_path, capsys, monkeypatch):

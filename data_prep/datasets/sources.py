@@ -75,14 +75,25 @@ def check_choice(option: str, value: str, choices: Sequence[str]) -> None:
 # --------------------------------------------------------------------------- locating
 
 
-def search_places(root: str | Path | None) -> list[Path]:
-    """The directories searched, in order: ``root``, ``$FEDMM_DATA_ROOT``, the mirror."""
+def search_places(root: str | Path | None, download: bool = False) -> list[Path]:
+    """The directories searched, in order: ``root``, ``$FEDMM_DATA_ROOT``, the mirror.
+
+    A root the user named explicitly (``dataset.root`` or ``$FEDMM_DATA_ROOT``) must be an
+    existing directory: a typo there would otherwise fall back to the mirror unnoticed.
+    The exception is ``dataset.root`` with ``download=True``, which is created on download.
+    Only the implicit mirror may be absent.
+    """
     places: list[Path] = []
     if root is not None and str(root) != "":
-        places.append(Path(root).expanduser())
+        p = Path(root).expanduser()
+        if not download:
+            _require_dir(p, "dataset.root")
+        places.append(p)
     env = os.environ.get(ENV_ROOT)
     if env:
-        places.append(Path(env).expanduser())
+        p = Path(env).expanduser()
+        _require_dir(p, f"${ENV_ROOT}")
+        places.append(p)
     places.append(MIRROR)
     out: list[Path] = []
     for p in places:
@@ -91,10 +102,17 @@ def search_places(root: str | Path | None) -> list[Path]:
     return out
 
 
+def _require_dir(path: Path, what: str) -> None:
+    """DataError naming ``path`` when an explicitly configured data root is not a directory."""
+    if not path.is_dir():
+        state = "is not a directory" if path.exists() else "does not exist"
+        raise DataError(f"data root {path} ({what}) {state}")
+
+
 def candidate_paths(name: str, dataset_dir: str, root: str | Path | None) -> list[Path]:
     """Every path at which ``name`` is looked for, in search order."""
     out: list[Path] = []
-    for place in search_places(root):
+    for place in search_places(root, download=True):  # only lists paths: never fails on a root
         for cand in (place / dataset_dir / name, place / name):
             if cand not in out:
                 out.append(cand)
@@ -195,7 +213,7 @@ def locate_any(
     file in ``root`` always wins over one in the mirror. With ``download=True`` the first
     alternative that has a URL is fetched into ``root``.
     """
-    for place in search_places(root):
+    for place in search_places(root, download):
         for spec in specs:
             for cand in (place / dataset_dir / spec.name, place / spec.name):
                 if cand.is_file():

@@ -76,7 +76,7 @@ def locate(name: str, root: str | Path | None = None, download: bool = False, ve
     """Path of a dataset file; a missing file is a DataError listing every place tried."""
     spec = FILES[name]
     tried: list[Path] = []
-    for place in search_places(root):
+    for place in search_places(root, download):
         for cand in (place / DATASET_DIR / name, place / name):
             tried.append(cand)
             if cand.is_file():

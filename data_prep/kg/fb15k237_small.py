@@ -37,6 +37,9 @@ def _sha256(path: Path) -> str:
 
 
 def _find_dir(root: str | Path | None) -> Path:
+    if root is not None and str(root) != "" and not Path(root).expanduser().is_dir():
+        raise DataError(f"data root {root} (dataset.root) does not exist or is not a directory")
+    root = None if root is None or str(root) == "" else Path(root).expanduser()
     cands = ([] if root is None else [Path(root) / "fb15k237_small", Path(root)]) + [SUBSET_DIR]
     for c in cands:
         if (c / MANIFEST).is_file():
