@@ -557,8 +557,10 @@ def test_flickr30k_malformed_and_missing(tmp_path: Path) -> None:
 def test_config_validation(cls: type, bad: dict, pattern: str) -> None:
     from benchmark.errors import ConfigError
 
+    from benchmark.config import build_dataclass
+
     with pytest.raises(ConfigError, match=pattern):
-        cls.Config(**bad)
+        build_dataclass(cls.Config, bad, "dataset")
 
 
 def test_fb15k237_typing_minilm_option_uses_features_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from benchmark.errors import ConfigError, DataError
+from benchmark.errors import DataError
 from benchmark.federation import GraphDataset
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -64,12 +64,6 @@ class RemoteFile:
     url: str | None = None
     sha256: str | None = None
     source: str = ""
-
-
-def check_choice(option: str, value: str, choices: Sequence[str]) -> None:
-    """ConfigError naming ``dataset.<option>`` when ``value`` is not one of ``choices``."""
-    if value not in choices:
-        raise ConfigError(f"dataset.{option} must be one of {', '.join(choices)}, got '{value}'")
 
 
 # --------------------------------------------------------------------------- locating

@@ -51,20 +51,12 @@ class KGItemMissing:
 
     @dataclass
     class Config:
-        alpha: float = field(default=0.1, metadata={"help": "Dirichlet concentration of the per-entity item dealing"})
+        alpha: float = field(default=0.1, metadata={"help": "Dirichlet concentration of the per-entity item dealing", "positive": True})
         partitioned: bool = field(default=True, metadata={"help": "deal items (true) or give every holder all of them"})
-        rate: float = field(default=0.5, metadata={"help": "availability probability r per (client, entity, modality)"})
+        rate: float = field(default=0.5, metadata={"help": "availability probability r per (client, entity, modality)", "probability": True})
         modalities: str = field(default="all", metadata={"help": "item modalities the clients get (structure is always "
                                                                  "kept): all, or '+'-joined names such as text+visual; "
-                                                                 "'visual' is image, else the numeric stand-in"})
-
-        def __post_init__(self) -> None:
-            if self.alpha <= 0:
-                raise ConfigError(f"missing.alpha must be > 0, got {self.alpha}")
-            if not 0.0 <= self.rate <= 1.0:
-                raise ConfigError(f"missing.rate must be in [0, 1], got {self.rate}")
-            if not self.modalities or any(not m.strip() for m in self.modalities.split("+")):
-                raise ConfigError(f"missing.modalities must be 'all' or '+'-joined modality names, got '{self.modalities}'")
+                                                                 "'visual' is image, else the numeric stand-in", "pattern": r"[^+]*[^+\s][^+]*(\+[^+]*[^+\s][^+]*)*", "pattern_help": "all or '+'-joined modality names"})
 
     def __init__(self, cfg: "KGItemMissing.Config | None" = None, seed: int = 0) -> None:
         self.cfg = cfg if cfg is not None else self.Config()

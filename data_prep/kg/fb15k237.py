@@ -450,8 +450,8 @@ class FB15k237:
 
     @dataclass
     class Config:
-        text_encoder: str = field(default="minilm", metadata={"help": "minilm (384-d), hashing (fast, 256-d) or none"})
-        numeric_dim: int = field(default=64, metadata={"help": "width of the encoded numeric-attribute items"})
+        text_encoder: str = field(default="minilm", metadata={"help": "minilm (384-d), hashing (fast, 256-d) or none", "choices": ("minilm", "hashing", "none")})
+        numeric_dim: int = field(default=64, metadata={"help": "width of the encoded numeric-attribute items", "min": 1})
         image_features: str | None = field(default=None, metadata={"help": "path to per-entity image features (dir of .npy/.pth, dict .pth, or .npz)"})
         cache_dir: str = field(default=".cache/fedmm/text", metadata={"help": "where encoded text items are cached"})
         download: bool = field(default=False, metadata={"help": "fetch missing files from their pinned public sources"})

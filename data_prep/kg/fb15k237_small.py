@@ -139,7 +139,7 @@ class FB15k237Small:
 
     @dataclass
     class Config:
-        numeric_dim: int = field(default=64, metadata={"help": "width of the encoded numeric-attribute items"})
+        numeric_dim: int = field(default=64, metadata={"help": "width of the encoded numeric-attribute items", "min": 1})
         verify: bool = field(default=True, metadata={"help": "check each file's sha256 against manifest.json"})
 
     def __init__(self, config: "FB15k237Small.Config | None" = None) -> None:
