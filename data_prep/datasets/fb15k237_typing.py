@@ -61,6 +61,7 @@ from benchmark.errors import DataError
 from benchmark.federation import GraphDataset
 from benchmark.registry import DATASETS
 from data_prep.datasets.sources import (
+    UNREADABLE,
     RemoteFile,
     cache_root,
     cached_build,
@@ -374,13 +375,13 @@ def read_triples_archive(path: Path) -> list[tuple[str, str, str]]:
     """All triples of the train/valid/test members of the ConvE archive (read in memory)."""
     try:
         tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError, EOFError) as e:
+    except (tarfile.TarError, *UNREADABLE) as e:
         raise DataError(f"{path}: not a readable tar archive ({e})") from None
     out: list[tuple[str, str, str]] = []
     with tar:
         try:
             members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
-        except (tarfile.TarError, OSError, EOFError) as e:
+        except (tarfile.TarError, *UNREADABLE) as e:
             raise DataError(f"{path}: corrupt tar archive ({e})") from None
         for name in TRIPLE_MEMBERS:
             if name not in members:
@@ -388,7 +389,10 @@ def read_triples_archive(path: Path) -> list[tuple[str, str, str]]:
             f = tar.extractfile(members[name])
             if f is None:
                 raise DataError(f"{path}: member {name} is not a regular file")
-            raw = f.read()
+            try:
+                raw = f.read()
+            except (tarfile.TarError, *UNREADABLE) as e:  # the member runs past a truncated archive
+                raise DataError(f"{path}:{name}: truncated or corrupt archive member ({type(e).__name__}: {e})") from None
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:

@@ -44,6 +44,7 @@ from benchmark.errors import DataError
 from benchmark.federation import GraphDataset
 from benchmark.registry import DATASETS
 from data_prep.datasets.sources import (
+    UNREADABLE,
     RemoteFile,
     cached_build,
     config_for_key,
@@ -263,7 +264,7 @@ def aligned_features(path: Path, images: list[str]) -> np.ndarray:
             ids = z["ids"]
     except DataError:
         raise
-    except (OSError, ValueError, EOFError) as e:
+    except UNREADABLE as e:
         raise DataError(f"{path}: not a readable .npz archive ({e})") from None
     feats = load_matrix(path, key="features")
     if ids.ndim != 1 or ids.shape[0] != feats.shape[0]:

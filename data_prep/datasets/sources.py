@@ -30,6 +30,8 @@ import json
 import math
 import os
 import urllib.request
+import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +50,9 @@ ENV_ROOT = "FEDMM_DATA_ROOT"
 ENV_CACHE = "FEDMM_CACHE_DIR"
 # Not next to the data: the mirror is a shared read-only folder that no run may write to.
 DEFAULT_CACHE = REPO_ROOT / ".cache" / "fedmm" / "datasets"
+# What numpy / zipfile / gzip raise for a truncated, emptied or bit-flipped file. An .npz is a
+# zip archive whose members are read lazily, so a bad CRC surfaces only when an array is read.
+UNREADABLE = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error)
 
 
 @dataclass(frozen=True)
@@ -253,8 +258,8 @@ def load_matrix(path: Path, rows: int | None = None, key: str | None = None) -> 
             arr = np.load(path, allow_pickle=False)
     except DataError:
         raise
-    except (OSError, ValueError, EOFError) as e:
-        raise DataError(f"{path}: not a readable numpy array file ({e})") from None
+    except UNREADABLE as e:
+        raise DataError(f"{path}: not a readable numpy array file ({type(e).__name__}: {e})") from None
     where = f"{path}[{key}]" if key else str(path)
     if arr.ndim != 2:
         raise DataError(f"{where}: expected a 2-D feature matrix, got shape {arr.shape}")
@@ -554,7 +559,7 @@ def read_edge_list(path: Path) -> np.ndarray:
     if path.suffix == ".npy":
         try:
             return as_int_pairs(np.load(path, allow_pickle=False), str(path))
-        except (OSError, ValueError) as e:
+        except UNREADABLE as e:
             raise DataError(f"{path}: not a readable .npy array ({e})") from None
     src: list[int] = []
     dst: list[int] = []

@@ -44,6 +44,7 @@ from benchmark.errors import DataError
 from benchmark.federation import GraphDataset
 from benchmark.registry import DATASETS
 from data_prep.datasets.sources import (
+    UNREADABLE,
     RemoteFile,
     cached_build,
     co_interaction_pairs,
@@ -190,8 +191,8 @@ def read_interactions(path: Path) -> tuple[np.ndarray, np.ndarray, tuple[int, in
                 users, items, shape_arr = z["user"], z["item"], z["shape"]
         except DataError:
             raise
-        except (OSError, ValueError, EOFError) as e:
-            raise DataError(f"{path}: not a readable .npz archive ({e})") from None
+        except UNREADABLE as e:
+            raise DataError(f"{path}: not a readable .npz archive ({type(e).__name__}: {e})") from None
         if shape_arr.shape != (2,) or not np.issubdtype(shape_arr.dtype, np.integer):
             raise DataError(f"{path}: 'shape' must be two integers (users, items), got {shape_arr!r}")
         shape = (int(shape_arr[0]), int(shape_arr[1]))
