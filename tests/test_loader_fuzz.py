@@ -282,3 +282,22 @@ def test_damaged_files_are_data_errors_naming_the_file(loader: str, verify: bool
     escapes, outcomes, n_files = fuzz(case, verify, tmp_path)
     assert n_files and not escapes, "\n".join(escapes)
     assert outcomes["data_error"] >= n_files  # at least emptying every file is noticed
+
+
+def test_truncated_interactions_through_the_cli_is_one_line_exit_2(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The issue's probe: a truncated trn_interactions.npz with verify=false used to raise zipfile.BadZipFile."""
+    from benchmark.cli import main
+
+    data = tmp_path / "data"
+    write_tiktok(data / "tiktok", TT_USERS, TT_ITEMS, (4, 6))
+    npz = data / "tiktok" / "trn_interactions.npz"
+    npz.write_bytes(_half(npz.read_bytes()))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code = main(["prepare", "--set", "dataset.name=tiktok", "--set", f"dataset.root={data}",
+                 "--set", "dataset.verify=false", "--set", "dataset.cache=false"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"error: {npz}: not a readable .npz archive (BadZipFile")
+    assert list(work.iterdir()) == []
