@@ -196,6 +196,7 @@ def cmd_list(a: argparse.Namespace) -> int:
     import dataclasses
 
     from benchmark import registry as R
+    from benchmark.options import describe
     from benchmark.sweep import SUITES_DIR
 
     R.load_plugins()
@@ -208,7 +209,8 @@ def cmd_list(a: argparse.Namespace) -> int:
                 for f in dataclasses.fields(cfg_cls):
                     default = f.default if f.default is not dataclasses.MISSING else (
                         f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
-                    print(f"      {f.name} = {default!r}  {f.metadata.get('help', '')}")
+                    rule = describe(f.metadata)
+                    print(f"      {f.name} = {default!r}  {f.metadata.get('help', '')}{f' [{rule}]' if rule else ''}")
     print("suites:")
     from benchmark.config import load_yaml
 
@@ -258,10 +260,35 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         handler = getattr(a, "handler", None) or VERBS[a.verb]
-        return handler(a)
+        code = handler(a)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit flush
+        return code
     except BenchmarkError as e:
-        print(f"error: {e}", file=sys.stderr)
+        one_line = " ".join(str(e).splitlines())  # a value quoted in the message must not break the one-line rule
+        print(f"error: {one_line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: finished cells are saved; run the same command again to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+SIGPIPE_EXIT = 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``... | head``): stop quietly, as Unix tools do.
+
+    stdout is pointed at /dev/null so that the interpreter's final flush of the
+    unwritten buffer cannot raise a second BrokenPipeError on the way out.
+    """
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real file descriptor (stdout replaced in-process)
+        pass
+    return SIGPIPE_EXIT

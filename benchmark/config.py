@@ -23,8 +23,14 @@ from typing import Any
 import yaml
 
 from benchmark.errors import ConfigError, closest
+from benchmark.options import check_fields
 
 DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
+
+
+def opt(default: Any, help: str, **constraints: Any) -> Any:
+    """A dataclass field with its help text and constraints in metadata (see benchmark.options)."""
+    return field(default=default, metadata={"help": help, **constraints})
 
 
 @dataclass
@@ -37,76 +43,78 @@ class ComponentConfig:
 
 @dataclass
 class DatasetConfig(ComponentConfig):
-    name: str = "synthetic"
-    root: str | None = None
+    name: str = opt("synthetic", "registry name (`list` shows all); its options go beside `name`")
+    root: str | None = opt(None, "data root or local mirror; null = FEDMM_DATA_ROOT, then ../shared/data")
 
 
 @dataclass
 class PartitionConfig(ComponentConfig):
-    name: str = "dirichlet_label"
-    num_clients: int = 10
+    name: str = opt("dirichlet_label", "partitioner registry name")
+    num_clients: int = opt(10, "K, number of clients", min=1)
 
 
 @dataclass
 class MissingConfig(ComponentConfig):
-    name: str = "node_level"
-    fill: str = "zeros"
-    content: str = "keep"
+    name: str = opt("node_level", "masker registry name")
+    fill: str = opt("zeros", "value of an absent modality", choices=("zeros", "random", "mean"))
+    content: str = opt("keep", "keep, or shuffle each modality's rows across nodes", choices=("keep", "shuffle"))
 
 
 @dataclass
 class TaskConfig(ComponentConfig):
-    name: str = "node_cls"
+    name: str = opt("node_cls", "task registry name")
 
 
 @dataclass
 class AlgorithmConfig(ComponentConfig):
-    name: str = "fedavg"
+    name: str = opt("fedavg", "algorithm registry name")
 
 
 @dataclass
 class SplitConfig:
-    train: float = 0.6
-    val: float = 0.2
-    test: float = 0.2
+    train: float = opt(0.6, "fraction of each client's nodes for training", probability=True)
+    val: float = opt(0.2, "fraction for model selection and early stopping", probability=True)
+    test: float = opt(0.2, "fraction reported", probability=True)
 
 
 @dataclass
 class ModelConfig:
-    backbone: str = "gcn"
-    fusion: str = "concat"
-    hidden: int = 256
-    layers: int = 2
-    dropout: float = 0.5
-    mask_missing: bool = False
+    backbone: str = opt("gcn", "GNN backbone registry name")
+    fusion: str = opt("concat", "modality fusion registry name")
+    hidden: int = opt(256, "hidden size of encoders, fusion and GNN", min=1)
+    layers: int = opt(2, "message-passing layers", min=1)
+    dropout: float = opt(0.5, "dropout on fused inputs and between GNN layers", probability=True)
+    mask_missing: bool = opt(False, "true: fusions skip absent modalities; false: they see the fill value")
 
 
 @dataclass
 class TrainConfig:
-    rounds: int = 50
-    local_epochs: int = 3
-    lr: float = 0.005
-    weight_decay: float = 0.0005
-    grad_clip: float = 0.0
-    client_fraction: float = 1.0
-    eval_every: int = 1
-    patience: int = 0
-    checkpoint_every: int = 0
-    device: str = "auto"
-    deterministic: bool = True
-    matmul_precision: str = "highest"
+    rounds: int = opt(50, "communication rounds (maximum, with early stopping)", min=1)
+    local_epochs: int = opt(3, "full-batch epochs per client per round", min=1)
+    lr: float = opt(0.005, "Adam learning rate", positive=True)
+    weight_decay: float = opt(0.0005, "Adam L2 penalty", min=0.0)
+    grad_clip: float = opt(0.0, "max gradient norm; 0 disables clipping", min=0.0)
+    client_fraction: float = opt(1.0, "fraction of clients sampled per round", positive=True, max=1.0)
+    eval_every: int = opt(1, "evaluate every N rounds (and at the last round)", min=1)
+    patience: int = opt(0, "early stop after N evaluations without validation gain; 0 = off", min=0)
+    checkpoint_every: int = opt(0, "checkpoint every N rounds for resume; 0 = off", min=0)
+    device: str = opt("auto", "auto (CUDA when present, else CPU), cpu, cuda or cuda:N",
+                      pattern=r"auto|cpu|cuda(:[0-9]+)?", pattern_help="auto, cpu, cuda or cuda:N")
+    deterministic: bool = opt(True, "torch deterministic algorithms: same seed, same numbers on one GPU")
+    matmul_precision: str = opt("highest", "highest (fp32), high (TF32) or medium (bf16) matmuls",
+                                choices=("highest", "high", "medium"))
 
 
 @dataclass
 class OutputConfig:
-    results_dir: str = "results"
-    cache_dir: str = ".cache/fedmm"
-    checkpoint_dir: str = ".cache/fedmm/checkpoints"
+    results_dir: str = opt("results", "where `sweep` appends result records")
+    cache_dir: str = opt(".cache/fedmm", "federated artifacts and encoded features")
+    checkpoint_dir: str = opt(".cache/fedmm/checkpoints", "resume state of running cells")
 
 
 @dataclass
 class RunConfig:
-    seed: int = 0
+    seed: int = opt(0, "one seed for partition, masks, initialization, sampling, dropout", min=0, max=2**32 - 1)
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     partition: PartitionConfig = field(default_factory=PartitionConfig)
     missing: MissingConfig = field(default_factory=MissingConfig)
@@ -236,7 +244,9 @@ def _check_type(where: str, value: Any, tp: Any) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
+        args = typing.get_args(tp)
+        inner_tp = args[1] if len(args) == 2 else Any
+        return {k: _check_type(f"{where}.{k}", v, inner_tp) for k, v in value.items()}
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true or false, got {value!r}")
@@ -272,6 +282,7 @@ def build_dataclass(cls: type, data: dict[str, Any], where: str) -> Any:
             kwargs[key] = build_dataclass(tp, value, path)
         else:
             kwargs[key] = _check_type(path, value, tp)
+    check_fields(cls, kwargs, where)  # declared constraints first; __post_init__ holds cross-field rules
     return cls(**kwargs)
 
 
@@ -303,6 +314,7 @@ def build_run_config(data: dict[str, Any], validate_components: bool = True) -> 
             kwargs[key] = build_dataclass(tp, value, key)
         else:
             kwargs[key] = _check_type(key, value, tp)
+    check_fields(RunConfig, {k: v for k, v in kwargs.items() if not dataclasses.is_dataclass(v)}, "")
     cfg = RunConfig(**kwargs)
     if validate_components:
         validate(cfg)
@@ -332,26 +344,8 @@ def validate(cfg: RunConfig) -> None:
     component_config(R.ALGORITHMS, cfg.algorithm, "algorithm")
     R.BACKBONES.get(cfg.model.backbone)
     R.FUSIONS.get(cfg.model.fusion)
-    if cfg.partition.num_clients < 1:
-        raise ConfigError(f"partition.num_clients must be >= 1, got {cfg.partition.num_clients}")
-    for name in ("train", "val", "test"):
-        v = getattr(cfg.split, name)
-        if not 0.0 <= v <= 1.0:
-            raise ConfigError(f"split.{name} must be in [0, 1], got {v}")
     if abs(cfg.split.train + cfg.split.val + cfg.split.test - 1.0) > 1e-6:
         raise ConfigError("split.train + split.val + split.test must sum to 1")
-    if not 0.0 < cfg.train.client_fraction <= 1.0:
-        raise ConfigError(f"train.client_fraction must be in (0, 1], got {cfg.train.client_fraction}")
-    if cfg.missing.fill not in ("zeros", "random", "mean"):
-        raise ConfigError(f"missing.fill must be zeros, random or mean, got '{cfg.missing.fill}'")
-    if cfg.missing.content not in ("keep", "shuffle"):
-        raise ConfigError(f"missing.content must be keep or shuffle, got '{cfg.missing.content}'")
-    if cfg.train.rounds < 1:
-        raise ConfigError(f"train.rounds must be >= 1, got {cfg.train.rounds}")
-    if cfg.train.matmul_precision not in ("highest", "high", "medium"):
-        raise ConfigError(f"train.matmul_precision must be highest, high or medium, got '{cfg.train.matmul_precision}'")
-    if not isinstance(cfg.train.deterministic, bool):
-        raise ConfigError(f"train.deterministic must be true or false, got '{cfg.train.deterministic}'")
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:

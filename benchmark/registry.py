@@ -13,12 +13,23 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from benchmark.errors import ConfigError, unknown
 
 T = TypeVar("T")
+
+# A registered name is typed on command lines and in YAML and printed in tables and file names.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def check_name(kind: str, name: object) -> str:
+    """``name`` if it is letters, digits, '_' and '-' only; else a ConfigError naming it."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ConfigError(f"{kind} name {name!r} is invalid: use only letters, digits, '_' and '-'")
+    return name
 
 
 def first_doc_line(obj: Any) -> str:
@@ -49,7 +60,7 @@ class Registry(Generic[T]):
         """Class/function decorator registering the component under ``name``."""
 
         def deco(obj: T) -> T:
-            key = name or getattr(obj, "__name__", str(obj)).lower()
+            key = check_name(self.kind, name if name is not None else getattr(obj, "__name__", str(obj)).lower())
             if key in self._items and self._items[key] is not obj:
                 raise ConfigError(f"{self.kind} '{key}' is registered twice")
             self._items[key] = obj

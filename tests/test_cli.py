@@ -72,12 +72,23 @@ def test_missing_data_file_names_file_and_places(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sources, "MIRROR", tmp_path / "no-mirror")
     monkeypatch.delenv("FEDMM_DATA_ROOT", raising=False)
+    (tmp_path / "empty").mkdir()
     code = main(["prepare", "--set", "dataset.name=tiktok", "--set", f"dataset.root={tmp_path / 'empty'}"])
     err = capsys.readouterr().err
     assert code == 2, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "empty" in lines[0] and "no-mirror" in lines[0]
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+    assert not any((tmp_path / "empty").iterdir())
+
+
+def test_explicit_data_root_that_does_not_exist(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FEDMM_DATA_ROOT", raising=False)
+    code = main(["prepare", "--set", "dataset.name=tiktok", "--set", f"dataset.root={tmp_path / 'typo'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert f"data root {tmp_path / 'typo'} (dataset.root) does not exist" in err
 
 
 def test_prepare_prints_statistics(tmp_path, capsys, monkeypatch):
@@ -126,3 +137,20 @@ def test_table_and_plot_verbs(tmp_path, monkeypatch, capsys):
     assert main(["plot", str(suite), "--results", "res", "--out", "tab"]) == 0
     names = sorted(p.name for p in (tmp_path / "tab").iterdir())
     assert names == ["mini_tiny.md", "mini_tiny.tex", "mini_tiny_acc.pdf", "mini_tiny_acc.png"]
+
+
+def test_closed_stdout_pipe_exits_quietly():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, str(repo / "run_benchmark.py"), "list", "--options"], cwd=repo,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away, as `| head -1` does
+    err = proc.stderr.read().decode()
+    code = proc.wait(timeout=120)
+    assert first == b"datasets:\n"
+    assert "Traceback" not in err and "BrokenPipeError" not in err and err == "", err
+    assert code in (0, 141)

@@ -67,10 +67,11 @@ def test_locate_search_order_and_missing_message(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(sources, "MIRROR", mirror)
     monkeypatch.setenv(sources.ENV_ROOT, str(env))
     spec = RemoteFile("f.txt", "https://example.org/f.txt", None)
+    root.mkdir()
+    env.mkdir()
     (mirror / "ds").mkdir(parents=True)
     (mirror / "ds" / "f.txt").write_text("mirror")
     assert sources.locate(spec, "ds", root).read_text() == "mirror"
-    env.mkdir()
     (env / "f.txt").write_text("env")  # a place may also hold the file directly
     assert sources.locate(spec, "ds", root).read_text() == "env"
     (root / "ds").mkdir(parents=True)
@@ -83,6 +84,34 @@ def test_locate_search_order_and_missing_message(tmp_path: Path, monkeypatch: py
     for place in (root, env, mirror):
         assert str(place / "ds" / "absent.bin") in msg and str(place / "absent.bin") in msg
     assert "https://example.org/absent.bin" in msg
+
+
+def test_explicit_root_that_does_not_exist_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mirror = tmp_path / "mirror"
+    (mirror / "ds").mkdir(parents=True)
+    (mirror / "ds" / "f.txt").write_text("mirror")
+    monkeypatch.setattr(sources, "MIRROR", mirror)
+    spec = RemoteFile("f.txt")
+    assert sources.locate(spec, "ds", None).read_text() == "mirror"  # the implicit default still works
+    with pytest.raises(DataError, match=r"data root .*typo \(dataset\.root\) does not exist"):
+        sources.locate(spec, "ds", tmp_path / "typo")
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(DataError, match=r"a_file \(dataset\.root\) is not a directory"):
+        sources.locate(spec, "ds", tmp_path / "a_file")
+    monkeypatch.setenv(sources.ENV_ROOT, "/nonexistent/fedmm")
+    with pytest.raises(DataError, match=r"data root /nonexistent/fedmm \(\$FEDMM_DATA_ROOT\) does not exist"):
+        sources.locate(spec, "ds", None)
+
+
+def test_missing_env_root_is_a_cli_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from benchmark.cli import main
+
+    monkeypatch.setenv(sources.ENV_ROOT, str(tmp_path / "nonexistent"))
+    out = tmp_path / "results.jsonl"
+    code = main(["prepare", "--set", "dataset.name=tiktok", "--set", "dataset.cache=false"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and str(tmp_path / "nonexistent") in err
+    assert "Traceback" not in err and not out.exists()
 
 
 def test_sha_mismatch_and_verified_download(tmp_path: Path) -> None:
@@ -528,8 +557,10 @@ def test_flickr30k_malformed_and_missing(tmp_path: Path) -> None:
 def test_config_validation(cls: type, bad: dict, pattern: str) -> None:
     from benchmark.errors import ConfigError
 
+    from benchmark.config import build_dataclass
+
     with pytest.raises(ConfigError, match=pattern):
-        cls.Config(**bad)
+        build_dataclass(cls.Config, bad, "dataset")
 
 
 def test_fb15k237_typing_minilm_option_uses_features_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -109,6 +109,8 @@ def test_missing_file_lists_every_place(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sources, "MIRROR", tmp_path / "mirror")  # the shared lookup helper reads it
     monkeypatch.setenv(fb.ENV_ROOT, str(tmp_path / "env"))
+    (tmp_path / "env").mkdir()  # explicit roots must exist (a missing one is its own error)
+    (tmp_path / "root").mkdir()
     with pytest.raises(DataError) as e:
         locate("FB15k-237.tar.gz", tmp_path / "root")
     msg = str(e.value)

@@ -101,5 +101,5 @@ def test_unknown_fusion_and_bad_weights_are_config_errors(tmp):
         cfg(tmp, fusion="bilinear")
     with pytest.raises(ConfigError, match="algorithm.mu"):
         cfg(tmp, "mmfedprox", mu=-1.0)
-    with pytest.raises(ConfigError, match="algorithm.mu"):
+    with pytest.raises(ConfigError, match="algorithm.tau must be > 0"):
         cfg(tmp, "mmfedec", tau=0.0)

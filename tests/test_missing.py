@@ -144,8 +144,10 @@ def test_seeded(flat, parts):
     ],
 )
 def test_bad_rates(cls, bad):
+    from benchmark.config import build_dataclass
+
     with pytest.raises(ConfigError, match=r"\[0, 1\]|number"):
-        cls.Config(**bad)
+        build_dataclass(cls.Config, bad, "missing")
 
 
 def test_unknown_modality(flat, parts):

@@ -131,7 +131,7 @@ def test_mmfedlu_plain_and_gated(tmp, fed):
 
 
 def test_config_errors(tmp):
-    with pytest.raises(ConfigError, match="algorithm.mu"):
+    with pytest.raises(ConfigError, match="algorithm.eta must be >= 0"):
         kg_cfg(tmp, "mmfed3", algo_params={"eta": -1.0})
     with pytest.raises(ConfigError, match="algorithm.mu"):
         kg_cfg(tmp, "mmfedlu", algo_params={"mu": -0.5})

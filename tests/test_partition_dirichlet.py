@@ -84,8 +84,10 @@ def test_unlabeled_graph_uses_pseudo_labels(graph, source):
     "bad", [{"alpha": 0.0}, {"alpha": -1.0}, {"min_size": -1}, {"label_source": "words"}, {"max_tries": 0}]
 )
 def test_bad_config(bad):
-    with pytest.raises(ConfigError):
-        Dirichlet.Config(**bad)
+    from benchmark.config import build_dataclass
+
+    with pytest.raises(ConfigError, match=f"partition.{next(iter(bad))}"):
+        build_dataclass(Dirichlet.Config, bad, "partition")
 
 
 def test_too_many_clients_or_impossible_min_size(graph):

@@ -57,7 +57,9 @@ def test_errors(graph):
         Louvain(seed=0).split(graph, graph.num_nodes + 1)
     with pytest.raises(ConfigError, match="delta"):
         Louvain(Louvain.Config(delta=20), seed=0).split(graph, 100)  # 15 nodes per client < delta
-    with pytest.raises(ConfigError):
-        Louvain.Config(resolution=0.0)
-    with pytest.raises(ConfigError):
-        Louvain.Config(delta=-1)
+    from benchmark.config import build_dataclass
+
+    with pytest.raises(ConfigError, match="partition.resolution must be > 0"):
+        build_dataclass(Louvain.Config, {"resolution": 0.0}, "partition")
+    with pytest.raises(ConfigError, match="partition.delta must be >= 0"):
+        build_dataclass(Louvain.Config, {"delta": -1}, "partition")

@@ -58,3 +58,25 @@ def test_list_shows_every_registry_wherever_it_is_defined(capsys):
         for name in reg.names():
             assert f"  {name} " in out, (kind, name)
     assert "thing" not in R.ALL_REGISTRIES  # throwaway registries (listed=False) stay out
+
+
+@pytest.mark.parametrize("bad", ["has space", "a|b", "<b>", "x`y`", "dotted.name", "", "ünï", "a/b", "tab\t"])
+def test_register_rejects_names_that_are_not_identifiers(bad):
+    reg: Registry = Registry("thing", listed=False)
+    with pytest.raises(ConfigError, match="invalid: use only letters, digits"):
+        reg.register(bad)(type("A", (), {}))
+    assert reg.names() == []
+
+
+def test_register_accepts_identifier_names():
+    reg: Registry = Registry("thing", listed=False)
+    for good in ("fedavg", "mh_pflid", "s-ind", "Bili_Dance2", "_leaky_test"):
+        reg.register(good)(type(good.replace("-", "_"), (), {}))
+    assert reg.names() == sorted(["fedavg", "mh_pflid", "s-ind", "Bili_Dance2", "_leaky_test"])
+
+
+def test_every_registered_name_is_an_identifier():
+    R.load_plugins()
+    names = [n for reg in R.ALL_REGISTRIES.values() for n in reg.names()]
+    assert len(names) > 50
+    assert all(R.NAME_PATTERN.fullmatch(n) for n in names), [n for n in names if not R.NAME_PATTERN.fullmatch(n)]

@@ -50,7 +50,7 @@ def test_shuffle_keeps_artifact_availability_and_fill(tmp_path):
 
 
 def test_bad_content_value_and_kg_datasets_are_rejected(tmp_path):
-    with pytest.raises(ConfigError, match="missing.content must be keep or shuffle"):
+    with pytest.raises(ConfigError, match="missing.content must be one of keep, shuffle"):
         build_run_config({"missing": {"content": "drop"}})
     kg = build_run_config({
         "dataset": {"name": "synthetic_kg", "num_entities": 60}, "partition": {"name": "relation_id", "num_clients": 2},

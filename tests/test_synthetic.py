@@ -144,5 +144,7 @@ def test_large_graph_is_fast():
     ],
 )
 def test_bad_config_is_a_config_error(bad):
-    with pytest.raises(ConfigError):
-        SyntheticGraph.Config(**bad)
+    from benchmark.config import build_dataclass
+
+    with pytest.raises(ConfigError, match="dataset."):
+        build_dataclass(SyntheticGraph.Config, bad, "dataset")

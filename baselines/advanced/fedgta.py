@@ -15,7 +15,6 @@ from torch import Tensor, nn
 
 from benchmark.algorithm import ModelAlgorithm, load_model_payload, model_payload, weighted_average
 from benchmark.comm import Payload
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
 from benchmark.tasks.node_cls import NodeClassification
@@ -23,21 +22,11 @@ from benchmark.tasks.node_cls import NodeClassification
 
 @dataclass
 class FedGTAConfig:
-    prop_steps: int = field(default=5, metadata={"help": "label-propagation steps K (paper: 5)"})
-    alpha: float = field(default=0.5, metadata={"help": "propagation weight: Y <- alpha A_hat Y + (1 - alpha) Y0 (paper: 0.5)"})
-    moments: int = field(default=10, metadata={"help": "highest moment order of the propagated soft labels (paper: 10; origin + centered)"})
-    accept_alpha: float = field(default=0.5, metadata={"help": "cosine threshold above which another client's model joins the aggregate (paper: 0.5)"})
-    temperature: float = field(default=20.0, metadata={"help": "softmax temperature of the confidence (entropy) term (paper: 20)"})
-
-    def __post_init__(self) -> None:
-        if self.prop_steps < 0 or self.moments < 1:
-            raise ConfigError("algorithm.prop_steps must be >= 0 and algorithm.moments >= 1")
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ConfigError(f"algorithm.alpha must be in [0, 1], got {self.alpha}")
-        if not -1.0 <= self.accept_alpha <= 1.0:
-            raise ConfigError(f"algorithm.accept_alpha must be a cosine in [-1, 1], got {self.accept_alpha}")
-        if self.temperature <= 0:
-            raise ConfigError(f"algorithm.temperature must be > 0, got {self.temperature}")
+    prop_steps: int = field(default=5, metadata={"help": "label-propagation steps K (paper: 5)", "min": 0})
+    alpha: float = field(default=0.5, metadata={"help": "propagation weight: Y <- alpha A_hat Y + (1 - alpha) Y0 (paper: 0.5)", "probability": True})
+    moments: int = field(default=10, metadata={"help": "highest moment order of the propagated soft labels (paper: 10; origin + centered)", "min": 1})
+    accept_alpha: float = field(default=0.5, metadata={"help": "cosine threshold above which another client's model joins the aggregate (paper: 0.5)", "min": -1, "max": 1})
+    temperature: float = field(default=20.0, metadata={"help": "softmax temperature of the confidence (entropy) term (paper: 20)", "positive": True})
 
 
 def propagate_labels(soft: Tensor, edge_index: Tensor, y: Tensor, train_mask: Tensor,

@@ -25,24 +25,16 @@ from benchmark.training import LocalLoop
 @dataclass
 class FedIIHConfig:
     factors: int = field(default=2, metadata={"help": "latent factors K (official: 2, semantic and structural); "
-                                                      "model.hidden must be divisible by it"})
-    routing_iters: int = field(default=6, metadata={"help": "neighbourhood-routing iterations of each disentangled layer"})
-    tau: float = field(default=1.0, metadata={"help": "routing softmax temperature"})
+                                                      "model.hidden must be divisible by it", "min": 1})
+    routing_iters: int = field(default=6, metadata={"help": "neighbourhood-routing iterations of each disentangled layer", "min": 1})
+    tau: float = field(default=1.0, metadata={"help": "routing softmax temperature", "positive": True})
     vae_weight: float = field(default=0.1, metadata={"help": "weight of the negative ELBO added to the cross-entropy "
-                                                             "(our choice; 1.0 costs accuracy early in training)"})
+                                                             "(our choice; 1.0 costs accuracy early in training)", "min": 0})
     prior_std: float = field(default=0.5, metadata={"help": "std of the client prior N(m_k, s^2) and of the hyperprior "
-                                                            "link to the global prior (official: 0.5)"})
-    norm_scale: float = field(default=10.0, metadata={"help": "similarity sharpening exp(norm_scale * S) (official: 10)"})
+                                                            "link to the global prior (official: 0.5)", "positive": True})
+    norm_scale: float = field(default=10.0, metadata={"help": "similarity sharpening exp(norm_scale * S) (official: 10)", "min": 0})
     weighting: str = field(default="train_size", metadata={"help": "weights of the global (non-personalized) average: "
-                                                                   "train_size or uniform"})
-
-    def __post_init__(self) -> None:
-        if self.factors < 1 or self.routing_iters < 1:
-            raise ConfigError("algorithm.factors and algorithm.routing_iters must be >= 1")
-        if self.tau <= 0 or self.prior_std <= 0 or self.vae_weight < 0 or self.norm_scale < 0:
-            raise ConfigError("algorithm.tau, prior_std must be > 0; vae_weight, norm_scale >= 0")
-        if self.weighting not in ("train_size", "uniform"):
-            raise ConfigError(f"algorithm.weighting must be train_size or uniform, got '{self.weighting}'")
+                                                                   "train_size or uniform", "choices": ("train_size", "uniform")})
 
 
 # --------------------------------------------------------------------------- model

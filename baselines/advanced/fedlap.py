@@ -15,7 +15,6 @@ from baselines.basic.fedavg import FedAvg, FedAvgConfig
 from benchmark.algorithm import load_model_payload, model_payload
 from benchmark.comm import Payload
 from benchmark.config import ModelConfig
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
 from benchmark.registry import ALGORITHMS
@@ -26,24 +25,15 @@ LAPLACIANS = ("sym", "comb")
 @dataclass
 class FedLAPConfig(FedAvgConfig):
     k: int = field(default=200, metadata={"help": "number of low-frequency eigenvectors U_k (official code: 200; "
-                                                   "capped at the number of nodes)"})
+                                                   "capped at the number of nodes)", "min": 1})
     reg: float = field(default=10.0, metadata={"help": "weight of the smoothness term Tr(W^T Lambda W) / Tr(W^T W) "
-                                                       "(official code: 10)"})
+                                                       "(official code: 10)", "min": 0})
     laplacian: str = field(default="sym", metadata={"help": "sym: I - D^-1/2 A D^-1/2 (orthonormal eigenvectors, "
-                                                            "the spectrum of the official random-walk one); comb: D - A"})
+                                                            "the spectrum of the official random-walk one); comb: D - A", "choices": LAPLACIANS})
     struct_dim: int = field(default=0, metadata={"help": "columns of W (size of the structure features); "
-                                                         "0 = model.hidden"})
+                                                         "0 = model.hidden", "min": 0})
     dense_limit: int = field(default=4000, metadata={"help": "largest graph decomposed densely (torch.linalg.eigh); "
-                                                             "larger ones use scipy's sparse Lanczos"})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.k < 1 or self.struct_dim < 0 or self.dense_limit < 1:
-            raise ConfigError("algorithm.k and algorithm.dense_limit must be >= 1, algorithm.struct_dim >= 0")
-        if self.reg < 0:
-            raise ConfigError(f"algorithm.reg must be >= 0, got {self.reg}")
-        if self.laplacian not in LAPLACIANS:
-            raise ConfigError(f"algorithm.laplacian must be one of {', '.join(LAPLACIANS)}, got '{self.laplacian}'")
+                                                             "larger ones use scipy's sparse Lanczos", "min": 1})
 
 
 # --------------------------------------------------------------------------- spectral part

@@ -10,18 +10,13 @@ from torch import Tensor, nn
 
 from benchmark.algorithm import ModelAlgorithm
 from benchmark.comm import Payload
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
 
 
 @dataclass
 class FedProtoConfig:
-    lam: float = field(default=1.0, metadata={"help": "weight of the prototype-alignment MSE term"})
-
-    def __post_init__(self) -> None:
-        if self.lam < 0:
-            raise ConfigError(f"algorithm.lam must be >= 0, got {self.lam}")
+    lam: float = field(default=1.0, metadata={"help": "weight of the prototype-alignment MSE term", "min": 0})
 
 
 @ALGORITHMS.register("fedproto")

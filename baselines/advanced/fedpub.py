@@ -15,7 +15,6 @@ from torch.func import functional_call
 from benchmark.algorithm import AlgoContext, ModelAlgorithm, load_model_payload, model_payload, weighted_average
 from benchmark.comm import Payload
 from benchmark.config import ModelConfig
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
 from benchmark.registry import ALGORITHMS
@@ -25,21 +24,13 @@ PROXY_PREFIX = "proxy."
 
 @dataclass
 class FedPubConfig:
-    l1: float = field(default=1e-3, metadata={"help": "weight of the L1 sparsity term on the weight masks (FedPub paper: 1e-3)"})
-    loc_l2: float = field(default=1e-3, metadata={"help": "weight of the (non-squared) L2 proximal term ||theta - theta_received||_2 (paper: 1e-3)"})
-    agg_norm: str = field(default="exp", metadata={"help": "similarity normalization: exp (paper, exp(norm_scale * cos) row-normalized) or linear (cos clipped at 0, row-normalized)"})
-    norm_scale: float = field(default=10.0, metadata={"help": "temperature of the exp similarity normalization (paper: 10)"})
-    proxy_blocks: int = field(default=5, metadata={"help": "blocks of the server's random proxy graph (paper: 5)"})
-    proxy_block_size: int = field(default=100, metadata={"help": "nodes per block of the proxy graph (paper: 100)"})
-    proxy_p_in: float = field(default=0.1, metadata={"help": "edge probability inside a proxy block (paper: 0.1; no edges between blocks)"})
-
-    def __post_init__(self) -> None:
-        if self.agg_norm not in ("exp", "linear"):
-            raise ConfigError(f"algorithm.agg_norm must be exp or linear, got '{self.agg_norm}'")
-        if self.l1 < 0 or self.loc_l2 < 0:
-            raise ConfigError("algorithm.l1 and algorithm.loc_l2 must be >= 0")
-        if self.proxy_blocks < 1 or self.proxy_block_size < 1 or not 0.0 <= self.proxy_p_in <= 1.0:
-            raise ConfigError("algorithm.proxy_blocks/proxy_block_size must be >= 1 and proxy_p_in in [0, 1]")
+    l1: float = field(default=1e-3, metadata={"help": "weight of the L1 sparsity term on the weight masks (FedPub paper: 1e-3)", "min": 0})
+    loc_l2: float = field(default=1e-3, metadata={"help": "weight of the (non-squared) L2 proximal term ||theta - theta_received||_2 (paper: 1e-3)", "min": 0})
+    agg_norm: str = field(default="exp", metadata={"help": "similarity normalization: exp (paper, exp(norm_scale * cos) row-normalized) or linear (cos clipped at 0, row-normalized)", "choices": ("exp", "linear")})
+    norm_scale: float = field(default=10.0, metadata={"help": "temperature of the exp similarity normalization (paper: 10)", "min": 0})
+    proxy_blocks: int = field(default=5, metadata={"help": "blocks of the server's random proxy graph (paper: 5)", "min": 1})
+    proxy_block_size: int = field(default=100, metadata={"help": "nodes per block of the proxy graph (paper: 100)", "min": 1})
+    proxy_p_in: float = field(default=0.1, metadata={"help": "edge probability inside a proxy block (paper: 0.1; no edges between blocks)", "probability": True})
 
 
 def _mask_key(name: str) -> str:

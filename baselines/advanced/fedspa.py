@@ -13,7 +13,6 @@ from torch import Tensor, nn
 from benchmark.algorithm import ModelAlgorithm, load_model_payload, model_payload
 from benchmark.comm import Payload
 from benchmark.config import ModelConfig
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS, FUSIONS
 from benchmark.tasks.base import Task
@@ -25,11 +24,7 @@ FISHER_GROUPS = {"fr": "att_diff", "be": "att_same"}   # official names: "fr" he
 
 @dataclass
 class FedSPAConfig:
-    temperature: float = field(default=7.0, metadata={"help": "softmax temperature of the 7-channel attention (official: 7)"})
-
-    def __post_init__(self) -> None:
-        if self.temperature <= 0:
-            raise ConfigError(f"algorithm.temperature must be > 0, got {self.temperature}")
+    temperature: float = field(default=7.0, metadata={"help": "softmax temperature of the 7-channel attention (official: 7)", "positive": True})
 
 
 # --------------------------------------------------------------------------- propagation

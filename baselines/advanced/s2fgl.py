@@ -15,7 +15,6 @@ from torch import Tensor, nn
 from baselines.basic.fedavg import FedAvg, FedAvgConfig
 from benchmark.algorithm import load_model_payload, model_payload
 from benchmark.comm import Payload
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
 from benchmark.tasks.node_cls import NodeClassification
@@ -23,30 +22,20 @@ from benchmark.tasks.node_cls import NodeClassification
 
 @dataclass
 class S2FGLConfig(FedAvgConfig):
-    nlir_weight: float = field(default=0.05, metadata={"help": "weight of the NLIR codebook distillation term (paper: 0.05)"})
-    nlir_scale: float = field(default=100.0, metadata={"help": "inner multiplier of the NLIR KL (official code: 100)"})
-    temperature: float = field(default=1.0, metadata={"help": "temperature of the codebook-similarity softmax (official: 1)"})
-    fgma_weight: float = field(default=1.0, metadata={"help": "weight of the FGMA frequency-alignment term (official: 1)"})
-    fgma_eigvecs: int = field(default=10, metadata={"help": "low- and high-frequency eigenvectors aligned by FGMA (official: 10 each)"})
-    knn: int = field(default=3, metadata={"help": "neighbours of the cosine kNN graph FGMA builds on embeddings (official: 3)"})
-    ppr_alpha: float = field(default=0.85, metadata={"help": "restart probability of the personalized PageRank importance score"})
-    proto_frac: float = field(default=1 / 3, metadata={"help": "fraction of nodes (most important first) whose embeddings form the class prototypes (official: 1/3)"})
-    fgma_frac: float = field(default=0.2, metadata={"help": "fraction of nodes (most important first) on which FGMA aligns spectra (official: 1/5)"})
-    max_fgma_nodes: int = field(default=2048, metadata={"help": "cap on FGMA's node set (its eigendecomposition is cubic)"})
-    codebook_views: int = field(default=4, metadata={"help": "codebook entries per class: prototype averages over random client subsets (official: 4)"})
-    codebook_frac: float = field(default=0.7, metadata={"help": "fraction of uploading clients in each codebook view (official: 0.7)"})
+    nlir_weight: float = field(default=0.05, metadata={"help": "weight of the NLIR codebook distillation term (paper: 0.05)", "min": 0})
+    nlir_scale: float = field(default=100.0, metadata={"help": "inner multiplier of the NLIR KL (official code: 100)", "min": 0})
+    temperature: float = field(default=1.0, metadata={"help": "temperature of the codebook-similarity softmax (official: 1)", "positive": True})
+    fgma_weight: float = field(default=1.0, metadata={"help": "weight of the FGMA frequency-alignment term (official: 1)", "min": 0})
+    fgma_eigvecs: int = field(default=10, metadata={"help": "low- and high-frequency eigenvectors aligned by FGMA (official: 10 each)", "min": 1})
+    knn: int = field(default=3, metadata={"help": "neighbours of the cosine kNN graph FGMA builds on embeddings (official: 3)", "min": 1})
+    ppr_alpha: float = field(default=0.85, metadata={"help": "restart probability of the personalized PageRank importance score", "positive": True, "max": 1})
+    proto_frac: float = field(default=1 / 3, metadata={"help": "fraction of nodes (most important first) whose embeddings form the class prototypes (official: 1/3)", "positive": True, "max": 1})
+    fgma_frac: float = field(default=0.2, metadata={"help": "fraction of nodes (most important first) on which FGMA aligns spectra (official: 1/5)", "positive": True, "max": 1})
+    max_fgma_nodes: int = field(default=2048, metadata={"help": "cap on FGMA's node set (its eigendecomposition is cubic)", "min": 3})
+    codebook_views: int = field(default=4, metadata={"help": "codebook entries per class: prototype averages over random client subsets (official: 4)", "min": 1})
+    codebook_frac: float = field(default=0.7, metadata={"help": "fraction of uploading clients in each codebook view (official: 0.7)", "positive": True, "max": 1})
     pseudo_labels: bool = field(default=True, metadata={"help": "label important non-training nodes by the local model's prediction "
                                                                 "(false: prototypes from important training nodes only)"})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if min(self.nlir_weight, self.nlir_scale, self.fgma_weight) < 0 or self.temperature <= 0:
-            raise ConfigError("algorithm.nlir_weight, nlir_scale, fgma_weight must be >= 0 and temperature > 0")
-        if self.fgma_eigvecs < 1 or self.knn < 1 or self.codebook_views < 1 or self.max_fgma_nodes < 3:
-            raise ConfigError("algorithm.fgma_eigvecs, knn, codebook_views must be >= 1 and max_fgma_nodes >= 3")
-        for name in ("ppr_alpha", "proto_frac", "fgma_frac", "codebook_frac"):
-            if not 0.0 < getattr(self, name) <= 1.0:
-                raise ConfigError(f"algorithm.{name} must be in (0, 1], got {getattr(self, name)}")
 
 
 # --------------------------------------------------------------------------- importance

@@ -8,18 +8,13 @@ from torch import nn
 
 from benchmark.algorithm import ModelAlgorithm, load_model_payload, model_payload, weighted_average
 from benchmark.comm import Payload
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
 
 
 @dataclass
 class FedAvgConfig:
-    weighting: str = field(default="train_size", metadata={"help": "aggregation weights: train_size (FedAvg paper) or uniform"})
-
-    def __post_init__(self) -> None:
-        if self.weighting not in ("train_size", "uniform"):
-            raise ConfigError(f"algorithm.weighting must be train_size or uniform, got '{self.weighting}'")
+    weighting: str = field(default="train_size", metadata={"help": "aggregation weights: train_size (FedAvg paper) or uniform", "choices": ("train_size", "uniform")})
 
 
 @ALGORITHMS.register("fedavg")

@@ -10,7 +10,6 @@ from torch import Tensor
 
 from baselines.basic.fedavg import FedAvg, FedAvgConfig
 from benchmark.comm import Payload
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
 from benchmark.tasks.paired import PairedModalityTask
@@ -18,13 +17,8 @@ from benchmark.tasks.paired import PairedModalityTask
 
 @dataclass
 class FedGCNConfig(FedAvgConfig):
-    hops: int = field(default=2, metadata={"help": "1: receive aggregates of own nodes; 2: also of remote neighbours"})
-    mask_scale: float = field(default=10.0, metadata={"help": "std of the secure-aggregation masks"})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.hops not in (1, 2):
-            raise ConfigError(f"algorithm.hops must be 1 or 2, got {self.hops}")
+    hops: int = field(default=2, metadata={"help": "1: receive aggregates of own nodes; 2: also of remote neighbours", "choices": (1, 2)})
+    mask_scale: float = field(default=10.0, metadata={"help": "std of the secure-aggregation masks", "min": 0})
 
 
 def _pair_seed(seed: int, i: int, j: int) -> int:

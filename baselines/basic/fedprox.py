@@ -9,18 +9,12 @@ from torch import Tensor, nn
 
 from baselines.basic.fedavg import FedAvg, FedAvgConfig
 from benchmark.comm import Payload
-from benchmark.errors import ConfigError
 from benchmark.registry import ALGORITHMS
 
 
 @dataclass
 class FedProxConfig(FedAvgConfig):
-    mu: float = field(default=1e-3, metadata={"help": "proximal weight mu; loss += mu/2 ||theta - theta_global||^2"})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.mu < 0:
-            raise ConfigError(f"algorithm.mu must be >= 0, got {self.mu}")
+    mu: float = field(default=1e-3, metadata={"help": "proximal weight mu; loss += mu/2 ||theta - theta_global||^2", "min": 0})
 
 
 @ALGORITHMS.register("fedprox")

@@ -28,7 +28,8 @@ from benchmark.algorithm import Algorithm, Broadcast
 from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from baselines.kg.fusions import KG_FUSIONS, build_fusion, fusion_payload
-from baselines.kg.imputers import KG_IMPUTERS, ImputerOptions, KGImputer, build_imputer, hyper_modal, split_blocks
+from baselines.kg.imputers import (KG_IMPUTERS, RECON_NETS, ImputerOptions, KGImputer, build_imputer, hyper_modal,
+                                   split_blocks)
 from benchmark.kge import DECODERS, build_decoder
 from benchmark.training import LocalLoop, LoopLog, shuffled_batches
 from data_prep.kg.federation import KGClientData
@@ -178,27 +179,21 @@ class KGAlgorithm(Algorithm):
 
     @dataclass
     class Config:
-        fusion: str = field(default="weighted", metadata={"help": "fusion Phi of S, V, D: average, weighted (learnable), concat, gated, or split (one scorer per modality, averaged probabilities)"})
+        fusion: str = field(default="weighted", metadata={"help": "fusion Phi of S, V, D: average, weighted (learnable), concat, gated, or split (one scorer per modality, averaged probabilities)", "choices": lambda: (*KG_FUSIONS.names(), SPLIT)})
 
-        imputer: str = field(default="none", metadata={"help": "missing-modality imputer on H = [S || V || D] (baselines/kg/imputers.py): none, ae, cra, mmin or hide"})
-        lambda_di: float = field(default=1.0, metadata={"help": "weight lambda of the imputer's masked loss L_DI in the local loss (the seed gives no value)"})
-        imputer_hidden: list[int] = field(default_factory=list, metadata={"help": "imputer AE widths (three); empty = the paper's [512, 256, 128] scaled to the hyper-modal width (w/3, w/6, w/12)"})
-        imputer_drop: float = field(default=0.3, metadata={"help": "P(hide an observed modality block from the imputer's input in the L_DI forward; still a target): self-supervision for imputing; 0 = the paper's literal objective, which residual nets solve as the identity"})
-        diffusion_steps: int = field(default=5, metadata={"help": "HidE diffusion steps T (the seed gives none; DiffRec's 5)"})
-        beta_low: float = field(default=5e-4, metadata={"help": "HidE first noise variance beta_1, before scaling by noise_scale (seed: 5e-4)"})
-        beta_up: float = field(default=5e-2, metadata={"help": "HidE last noise variance beta_T, before scaling by noise_scale (seed: 5e-2)"})
-        noise_scale: float = field(default=1e-4, metadata={"help": "HidE scale s of both beta bounds (seed: 1e-4, DiffRec convention)"})
-        recon_net: str = field(default="cra", metadata={"help": "HidE reconstruction network predicting x0 from (x_t, t): cra, ae, mlp or mha"})
-        imputer_heads: int = field(default=4, metadata={"help": "attention heads of HidE's mha reconstruction net"})
-        pretrain_rounds: int = field(default=0, metadata={"help": "first rounds trained structure-only (FedE pre-training of S^c, seed Sec. IV-A), then the multimodal model"})
+        imputer: str = field(default="none", metadata={"help": "missing-modality imputer on H = [S || V || D] (baselines/kg/imputers.py): none, ae, cra, mmin or hide", "choices": KG_IMPUTERS.names})
+        lambda_di: float = field(default=1.0, metadata={"help": "weight lambda of the imputer's masked loss L_DI in the local loss (the seed gives no value)", "min": 0})
+        imputer_hidden: list[int] = field(default_factory=list, metadata={"help": "imputer AE widths (three); empty = the paper's [512, 256, 128] scaled to the hyper-modal width (w/3, w/6, w/12)", "min": 1})
+        imputer_drop: float = field(default=0.3, metadata={"help": "P(hide an observed modality block from the imputer's input in the L_DI forward; still a target): self-supervision for imputing; 0 = the paper's literal objective, which residual nets solve as the identity", "min": 0, "below": 1})
+        diffusion_steps: int = field(default=5, metadata={"help": "HidE diffusion steps T (the seed gives none; DiffRec's 5)", "min": 1})
+        beta_low: float = field(default=5e-4, metadata={"help": "HidE first noise variance beta_1, before scaling by noise_scale (seed: 5e-4)", "positive": True})
+        beta_up: float = field(default=5e-2, metadata={"help": "HidE last noise variance beta_T, before scaling by noise_scale (seed: 5e-2)", "positive": True})
+        noise_scale: float = field(default=1e-4, metadata={"help": "HidE scale s of both beta bounds (seed: 1e-4, DiffRec convention)", "positive": True})
+        recon_net: str = field(default="cra", metadata={"help": "HidE reconstruction network predicting x0 from (x_t, t): cra, ae, mlp or mha", "choices": RECON_NETS})
+        imputer_heads: int = field(default=4, metadata={"help": "attention heads of HidE's mha reconstruction net", "min": 1})
+        pretrain_rounds: int = field(default=0, metadata={"help": "first rounds trained structure-only (FedE pre-training of S^c, seed Sec. IV-A), then the multimodal model", "min": 0})
 
         def __post_init__(self) -> None:
-            if self.fusion not in KG_FUSIONS and self.fusion != SPLIT:
-                raise ConfigError(f"algorithm.fusion must be one of {', '.join([*KG_FUSIONS.names(), SPLIT])}, got '{self.fusion}'")
-            if self.imputer not in KG_IMPUTERS:
-                raise ConfigError(f"algorithm.imputer must be one of {', '.join(KG_IMPUTERS.names())}, got '{self.imputer}'")
-            if not self.lambda_di >= 0 or self.pretrain_rounds < 0:
-                raise ConfigError(f"algorithm.lambda_di and pretrain_rounds must be >= 0, got {self.lambda_di}, {self.pretrain_rounds}")
             try:
                 self.imputer_options()
             except ConfigError as e:

@@ -38,7 +38,6 @@ from torch import Tensor, nn
 from baselines.kg.common import KGAlgorithm, KGEClient, _mix
 from benchmark.training import LocalLoop, shuffled_batches
 from benchmark.comm import Payload
-from benchmark.errors import ConfigError
 from benchmark.kge import kge_loss, sample_negatives
 from benchmark.registry import ALGORITHMS
 from data_prep.kg.federation import KGClientData
@@ -254,14 +253,9 @@ class MMFedLU(DualViewKG):
 
     @dataclass
     class Config(DualViewKG.Config):
-        mu: float = field(default=0.01, metadata={"help": "weight of the logit distillation (FedLU code's dist_mu 1e-2; the seed gives none)"})
+        mu: float = field(default=0.01, metadata={"help": "weight of the logit distillation (FedLU code's dist_mu 1e-2; the seed gives none)", "min": 0})
         gating: bool = field(default=False, metadata={"help": "FedLU's validation-gated directed distillation instead of the seed's plain KL term"})
-        wait_rounds: int = field(default=10, metadata={"help": "gating: round from which global->local distillation is always on (FedLU wait_iter)"})
-
-        def __post_init__(self) -> None:
-            super().__post_init__()
-            if not self.mu >= 0 or self.wait_rounds < 0:
-                raise ConfigError(f"algorithm.mu and wait_rounds must be >= 0, got {self.mu}, {self.wait_rounds}")
+        wait_rounds: int = field(default=10, metadata={"help": "gating: round from which global->local distillation is always on (FedLU wait_iter)", "min": 0})
 
     def distill(self, terms: DualTerms, state: dict, rnd: int) -> dict[str, Tensor]:
         mu = float(self.cfg.mu)

@@ -18,7 +18,6 @@ from baselines.multimodal.common import (CrossModalAttention, ModalityGNN, cap, 
 from benchmark.algorithm import ModelAlgorithm, load_model_payload, model_payload, weighted_average
 from benchmark.comm import Payload
 from benchmark.config import ModelConfig
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
 
@@ -27,20 +26,12 @@ TOKENS = "model.missing_tokens"
 
 @dataclass
 class FedMACConfig:
-    contrast_weight: float = field(default=5.0, metadata={"help": "weight of the fused-vs-modality supervised contrastive loss"})
-    temperature: float = field(default=1.0, metadata={"help": "temperature of the supervised contrastive loss"})
-    attention_heads: int = field(default=4, metadata={"help": "heads of the cross-modal attention before fusion (0 = none; FedMPO Table 8: 4)"})
-    attention_dropout: float = field(default=0.1, metadata={"help": "dropout inside the cross-modal attention (FedMPO Table 8: 0.1)"})
-    agg_temperature: float = field(default=0.5, metadata={"help": "temperature of the server's similarity attention over a modality's encoders"})
-    max_contrast_nodes: int = field(default=1024, metadata={"help": "training nodes per modality in one contrastive batch (random subset above it)"})
-
-    def __post_init__(self) -> None:
-        if self.contrast_weight < 0 or self.temperature <= 0 or self.agg_temperature <= 0:
-            raise ConfigError("algorithm.contrast_weight must be >= 0, temperature and agg_temperature > 0")
-        if self.attention_heads < 0 or not 0 <= self.attention_dropout < 1:
-            raise ConfigError("algorithm.attention_heads must be >= 0 and attention_dropout in [0, 1)")
-        if self.max_contrast_nodes < 0:
-            raise ConfigError("algorithm.max_contrast_nodes must be >= 0 (0 = no limit)")
+    contrast_weight: float = field(default=5.0, metadata={"help": "weight of the fused-vs-modality supervised contrastive loss", "min": 0})
+    temperature: float = field(default=1.0, metadata={"help": "temperature of the supervised contrastive loss", "positive": True})
+    attention_heads: int = field(default=4, metadata={"help": "heads of the cross-modal attention before fusion (0 = none; FedMPO Table 8: 4)", "min": 0})
+    attention_dropout: float = field(default=0.1, metadata={"help": "dropout inside the cross-modal attention (FedMPO Table 8: 0.1)", "min": 0, "below": 1})
+    agg_temperature: float = field(default=0.5, metadata={"help": "temperature of the server's similarity attention over a modality's encoders", "positive": True})
+    max_contrast_nodes: int = field(default=1024, metadata={"help": "training nodes per modality in one contrastive batch (random subset above it)", "min": 0})
 
 
 class FedMACModel(ModalityGNN):

@@ -19,7 +19,6 @@ from baselines.multimodal.common import (CrossModalAttention, ModalityGNN, cap, 
 from benchmark.algorithm import AlgoContext, ModelAlgorithm, load_model_payload, model_payload, weighted_average
 from benchmark.comm import Payload
 from benchmark.config import ModelConfig
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
 from benchmark.tasks.paired import PairedModalityTask
@@ -29,27 +28,17 @@ PROBE = "probe."
 
 @dataclass
 class FedMVPConfig:
-    infonce_weight: float = field(default=0.01, metadata={"help": "weight of InfoNCE between joint and unimodal embeddings"})
-    infonce_temperature: float = field(default=0.1, metadata={"help": "temperature of that InfoNCE"})
-    align_weight: float = field(default=0.5, metadata={"help": "weight of aligning the joint embedding to unimodal branches that beat it"})
-    attention_heads: int = field(default=4, metadata={"help": "heads of the cross-modal attention of the joint branch (0 = none; FedMPO Table 8: 4)"})
-    attention_dropout: float = field(default=0.1, metadata={"help": "dropout inside the cross-modal attention (FedMPO Table 8: 0.1)"})
-    ridge: float = field(default=1.0, metadata={"help": "ridge penalty of the frozen cross-modal generator, relative to the mean feature energy"})
-    min_pairs: int = field(default=5, metadata={"help": "nodes holding both modalities needed to fit a generator for that pair"})
-    probe_blocks: int = field(default=2, metadata={"help": "blocks of the server's synthetic probe graph"})
-    probe_block_size: int = field(default=32, metadata={"help": "nodes per probe block"})
-    probe_p_in: float = field(default=0.2, metadata={"help": "edge probability inside a probe block"})
-    max_contrast_nodes: int = field(default=1024, metadata={"help": "training nodes in one InfoNCE batch (random subset above it)"})
-
-    def __post_init__(self) -> None:
-        if min(self.infonce_weight, self.align_weight, self.ridge) < 0 or self.infonce_temperature <= 0:
-            raise ConfigError("algorithm.infonce_weight, align_weight and ridge must be >= 0, infonce_temperature > 0")
-        if self.attention_heads < 0 or not 0 <= self.attention_dropout < 1:
-            raise ConfigError("algorithm.attention_heads must be >= 0 and attention_dropout in [0, 1)")
-        if self.min_pairs < 2 or self.probe_blocks < 1 or self.probe_block_size < 2 or not 0 <= self.probe_p_in <= 1:
-            raise ConfigError("algorithm.min_pairs >= 2, probe_blocks >= 1, probe_block_size >= 2, probe_p_in in [0, 1]")
-        if self.max_contrast_nodes < 0:
-            raise ConfigError("algorithm.max_contrast_nodes must be >= 0 (0 = no limit)")
+    infonce_weight: float = field(default=0.01, metadata={"help": "weight of InfoNCE between joint and unimodal embeddings", "min": 0})
+    infonce_temperature: float = field(default=0.1, metadata={"help": "temperature of that InfoNCE", "positive": True})
+    align_weight: float = field(default=0.5, metadata={"help": "weight of aligning the joint embedding to unimodal branches that beat it", "min": 0})
+    attention_heads: int = field(default=4, metadata={"help": "heads of the cross-modal attention of the joint branch (0 = none; FedMPO Table 8: 4)", "min": 0})
+    attention_dropout: float = field(default=0.1, metadata={"help": "dropout inside the cross-modal attention (FedMPO Table 8: 0.1)", "min": 0, "below": 1})
+    ridge: float = field(default=1.0, metadata={"help": "ridge penalty of the frozen cross-modal generator, relative to the mean feature energy", "min": 0})
+    min_pairs: int = field(default=5, metadata={"help": "nodes holding both modalities needed to fit a generator for that pair", "min": 2})
+    probe_blocks: int = field(default=2, metadata={"help": "blocks of the server's synthetic probe graph", "min": 1})
+    probe_block_size: int = field(default=32, metadata={"help": "nodes per probe block", "min": 2})
+    probe_p_in: float = field(default=0.2, metadata={"help": "edge probability inside a probe block", "probability": True})
+    max_contrast_nodes: int = field(default=1024, metadata={"help": "training nodes in one InfoNCE batch (random subset above it)", "min": 0})
 
 
 # --------------------------------------------------------------------------- frozen generator

@@ -16,7 +16,6 @@ from torch import Tensor, nn
 from baselines.multimodal.common import cap, optimize
 from benchmark.algorithm import ModelAlgorithm, load_model_payload, model_payload, weighted_average
 from benchmark.comm import Payload
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
 from benchmark.registry import ALGORITHMS
@@ -30,22 +29,14 @@ PREFIX = "messenger."
 
 @dataclass
 class MHpFLIDConfig:
-    messenger_ratio: float = field(default=0.25, metadata={"help": "messenger hidden size as a fraction of model.hidden (at least 8)"})
-    inject_local: float = field(default=0.9, metadata={"help": "injection: weight of the local model's task loss"})
-    inject_receiver: float = field(default=0.1, metadata={"help": "injection: weight of the task loss through receiver + messenger head"})
-    distill_task: float = field(default=0.9, metadata={"help": "distillation: weight of the messenger's task loss"})
-    distill_kl: float = field(default=0.1, metadata={"help": "distillation: weight of KL(local || messenger)"})
-    kd_temperature: float = field(default=1.0, metadata={"help": "softmax temperature of the class distributions (node classification)"})
-    relation_temperature: float = field(default=0.1, metadata={"help": "temperature of the similarity distributions distilled on embedding tasks"})
-    relation_nodes: int = field(default=256, metadata={"help": "nodes in one similarity distribution on embedding tasks (random subset above it)"})
-
-    def __post_init__(self) -> None:
-        if not 0 < self.messenger_ratio <= 1:
-            raise ConfigError(f"algorithm.messenger_ratio must be in (0, 1], got {self.messenger_ratio}")
-        if min(self.inject_local, self.inject_receiver, self.distill_task, self.distill_kl) < 0:
-            raise ConfigError("algorithm injection/distillation weights must be >= 0")
-        if self.kd_temperature <= 0 or self.relation_temperature <= 0 or self.relation_nodes < 2:
-            raise ConfigError("algorithm.kd_temperature and relation_temperature must be > 0, relation_nodes >= 2")
+    messenger_ratio: float = field(default=0.25, metadata={"help": "messenger hidden size as a fraction of model.hidden (at least 8)", "positive": True, "max": 1})
+    inject_local: float = field(default=0.9, metadata={"help": "injection: weight of the local model's task loss", "min": 0})
+    inject_receiver: float = field(default=0.1, metadata={"help": "injection: weight of the task loss through receiver + messenger head", "min": 0})
+    distill_task: float = field(default=0.9, metadata={"help": "distillation: weight of the messenger's task loss", "min": 0})
+    distill_kl: float = field(default=0.1, metadata={"help": "distillation: weight of KL(local || messenger)", "min": 0})
+    kd_temperature: float = field(default=1.0, metadata={"help": "softmax temperature of the class distributions (node classification)", "positive": True})
+    relation_temperature: float = field(default=0.1, metadata={"help": "temperature of the similarity distributions distilled on embedding tasks", "positive": True})
+    relation_nodes: int = field(default=256, metadata={"help": "nodes in one similarity distribution on embedding tasks (random subset above it)", "min": 2})
 
 
 class ReceiverView(nn.Module):

@@ -26,29 +26,23 @@ KEYS, VALUES = "model.pool_keys", "model.pool_values"
 
 @dataclass
 class PEPSYConfig:
-    pool_size: int = field(default=10, metadata={"help": "entries of the control pool"})
-    top_k: int = field(default=3, metadata={"help": "pool entries averaged into a node's missing-pattern vector"})
-    key_dim: int = field(default=16, metadata={"help": "size of the pool keys (matched against the missing-pattern query)"})
-    control_dim: int = field(default=16, metadata={"help": "size of the pool values (the missing-pattern vector)"})
-    id_dim: int = field(default=8, metadata={"help": "size of the learned modality-id embedding"})
-    lam: float = field(default=0.1, metadata={"help": "weight of cross-modal + reconfiguration contrastive losses"})
-    eta: float = field(default=0.1, metadata={"help": "weight of the key-query relevance (subtracted from the loss)"})
-    proj_dim: int = field(default=32, metadata={"help": "size of the projection heads the contrastive losses work in"})
+    pool_size: int = field(default=10, metadata={"help": "entries of the control pool", "min": 1})
+    top_k: int = field(default=3, metadata={"help": "pool entries averaged into a node's missing-pattern vector", "min": 1})
+    key_dim: int = field(default=16, metadata={"help": "size of the pool keys (matched against the missing-pattern query)", "min": 1})
+    control_dim: int = field(default=16, metadata={"help": "size of the pool values (the missing-pattern vector)", "min": 1})
+    id_dim: int = field(default=8, metadata={"help": "size of the learned modality-id embedding", "min": 1})
+    lam: float = field(default=0.1, metadata={"help": "weight of cross-modal + reconfiguration contrastive losses", "min": 0})
+    eta: float = field(default=0.1, metadata={"help": "weight of the key-query relevance (subtracted from the loss)", "min": 0})
+    proj_dim: int = field(default=32, metadata={"help": "size of the projection heads the contrastive losses work in", "min": 1})
     cross_modal: bool = field(default=True, metadata={"help": "use the cross-modal contrastive term (ablation switch)"})
     reconfiguration: bool = field(default=True, metadata={"help": "use the reconfiguration contrastive term (ablation switch)"})
-    temperature: float = field(default=0.2, metadata={"help": "temperature of both contrastive losses"})
-    max_contrast_nodes: int = field(default=1024, metadata={"help": "training nodes in one contrastive batch (random subset above it)"})
-    kmeans_iters: int = field(default=25, metadata={"help": "Lloyd iterations of the server's pool merge"})
+    temperature: float = field(default=0.2, metadata={"help": "temperature of both contrastive losses", "positive": True})
+    max_contrast_nodes: int = field(default=1024, metadata={"help": "training nodes in one contrastive batch (random subset above it)", "min": 0})
+    kmeans_iters: int = field(default=25, metadata={"help": "Lloyd iterations of the server's pool merge", "min": 1})
 
     def __post_init__(self) -> None:
-        if min(self.pool_size, self.top_k, self.key_dim, self.control_dim, self.id_dim, self.proj_dim, self.kmeans_iters) < 1:
-            raise ConfigError("algorithm.pool_size, top_k, key_dim, control_dim, id_dim, proj_dim, kmeans_iters must be >= 1")
         if self.top_k > self.pool_size:
             raise ConfigError(f"algorithm.top_k ({self.top_k}) must be <= pool_size ({self.pool_size})")
-        if self.lam < 0 or self.eta < 0 or self.temperature <= 0:
-            raise ConfigError("algorithm.lam and eta must be >= 0, temperature > 0")
-        if self.max_contrast_nodes < 0:
-            raise ConfigError("algorithm.max_contrast_nodes must be >= 0 (0 = no limit)")
 
 
 class PEPSYModel(ModalityGNN):

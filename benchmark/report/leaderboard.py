@@ -38,6 +38,7 @@ from typing import Any
 from tabulate import tabulate
 
 from benchmark.errors import BenchmarkError, ConfigError, DataError
+from benchmark.report.markdown import md_escape
 from benchmark.results import ResultStore, now_iso
 
 log = logging.getLogger(__name__)
@@ -475,7 +476,7 @@ def _failure_text(row: Row) -> str:
 
 def render_markdown(sections: Sequence[Section], suite: str) -> str:
     """The markdown page of one suite: a table per scale, figures, provenance notes."""
-    parts = [f"# Leaderboard: {suite}", ""]
+    parts = [f"# Leaderboard: {md_escape(suite)}", ""]
     own = [s for s in sections if s.suite == suite]
     if own and own[0].description:
         parts += [own[0].description, ""]
@@ -486,23 +487,24 @@ def render_markdown(sections: Sequence[Section], suite: str) -> str:
               "are never averaged with the current one.", ""]
     for sec in own:
         cols = columns(sec)
-        parts += [f"## {sec.suite} [scale: {sec.scale}]", ""]
+        parts += [f"## {md_escape(sec.suite)} [scale: {md_escape(sec.scale)}]", ""]
         for label, rows in (("Current runs", [r for r in sec.rows if r.current]),
                             ("Superseded runs", [r for r in sec.rows if not r.current])):
             if not rows:
                 continue
-            body = [[c.text(r) for c in cols] + [r.recipe[:12] or "-", r.protocol[:12] or "-"] for r in rows]
-            head = [c.label for c in cols] + ["Artifact recipe", "Protocol"]
+            body = [[md_escape(c.text(r)) for c in cols] + [md_escape(r.recipe[:12] or "-"),
+                                                             md_escape(r.protocol[:12] or "-")] for r in rows]
+            head = [md_escape(c.label) for c in cols] + ["Artifact recipe", "Protocol"]
             parts += [f"### {label}", "", tabulate(body, headers=head, tablefmt="github", disable_numparse=True), ""]
             fails = [(r, _failure_text(r)) for r in rows if r.failed]
             for r, text in fails:
-                parts.append(f"- failed seeds of {r.method} ({r.cell_key}): {text}")
+                parts.append(f"- failed seeds of {md_escape(r.method)} ({md_escape(r.cell_key)}): {md_escape(text)}")
             if fails:
                 parts.append("")
         for title, path in sec.figures:
-            parts += [f"![{title}]({path.name})", ""]
+            parts += [f"![{md_escape(title)}]({path.name})", ""]
         for note in sec.notes:
-            parts += [f"> {note}", ""]
+            parts += [f"> {md_escape(note)}", ""]
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -28,6 +28,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from benchmark.errors import ConfigError, DataError, closest
+from benchmark.report.markdown import md_escape as _md_escape
 from benchmark.report.records import (
     AVAILABILITY_PREFIX,
     STD_DDOF,
@@ -342,10 +343,6 @@ def latex_escape(text: str) -> str:
         piece = piece.replace("±", r"$\pm$").replace("—", "---").replace("–", "--")
         out.append(piece)
     return "".join(out)
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("|", r"\|")
 
 
 @dataclass(frozen=True)

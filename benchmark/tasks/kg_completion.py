@@ -32,7 +32,6 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.kge import (
     LOSSES, DECODERS, FilterIndex, evaluate_filtered, kge_loss, make_queries, mean_softmax_log_probs, sample_negatives,
@@ -63,22 +62,14 @@ class KGCompletion(Task):
 
     @dataclass
     class Config:
-        decoder: str = field(default="rotate", metadata={"help": "KGE decoder: rotate, transe or complex"})
-        dim: int = field(default=256, metadata={"help": "KGE hidden size k (RotatE/ComplEx entities are 2k wide)"})
-        gamma: float = field(default=12.0, metadata={"help": "margin gamma of RotatE/TransE scores"})
-        num_negatives: int = field(default=256, metadata={"help": "uniform negative tails per training query"})
-        loss: str = field(default="softmax_ce", metadata={"help": "softmax_ce (the seed paper) or self_adversarial"})
-        temperature: float = field(default=1.0, metadata={"help": "self-adversarial sampling temperature"})
-        batch_size: int = field(default=1024, metadata={"help": "training queries per batch"})
-        eval_batch: int = field(default=256, metadata={"help": "queries scored per evaluation batch"})
-
-        def __post_init__(self) -> None:
-            if self.loss not in LOSSES:
-                raise ConfigError(f"task.loss must be one of {', '.join(LOSSES)}, got '{self.loss}'")
-            if self.decoder not in DECODERS:
-                raise ConfigError(f"task.decoder must be one of {', '.join(DECODERS.names())}, got '{self.decoder}'")
-            if self.dim < 1 or self.num_negatives < 1 or self.batch_size < 1 or self.eval_batch < 1:
-                raise ConfigError("task.dim, num_negatives, batch_size and eval_batch must be >= 1")
+        decoder: str = field(default="rotate", metadata={"help": "KGE decoder: rotate, transe or complex", "choices": DECODERS.names})
+        dim: int = field(default=256, metadata={"help": "KGE hidden size k (RotatE/ComplEx entities are 2k wide)", "min": 1})
+        gamma: float = field(default=12.0, metadata={"help": "margin gamma of RotatE/TransE scores", "unbounded": True})
+        num_negatives: int = field(default=256, metadata={"help": "uniform negative tails per training query", "min": 1})
+        loss: str = field(default="softmax_ce", metadata={"help": "softmax_ce (the seed paper) or self_adversarial", "choices": LOSSES})
+        temperature: float = field(default=1.0, metadata={"help": "self-adversarial sampling temperature", "positive": True})
+        batch_size: int = field(default=1024, metadata={"help": "training queries per batch", "min": 1})
+        eval_batch: int = field(default=256, metadata={"help": "queries scored per evaluation batch", "min": 1})
 
     def __init__(self, cfg: "KGCompletion.Config | None" = None) -> None:
         super().__init__(cfg if cfg is not None else self.Config())

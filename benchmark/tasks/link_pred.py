@@ -97,35 +97,27 @@ class LinkPrediction(Task):
 
     @dataclass
     class Config:
-        loss: str = field(default="bce", metadata={"help": "bce, or bce_bpr_margin (FedMPO: + 0.5 BPR + 0.3 margin)"})
-        bpr_weight: float = field(default=0.5, metadata={"help": "weight of the BPR term in bce_bpr_margin"})
-        margin_weight: float = field(default=0.3, metadata={"help": "weight of the margin term in bce_bpr_margin"})
-        margin: float = field(default=0.1, metadata={"help": "margin between positive and negative probabilities"})
-        num_negatives: int = field(default=1, metadata={"help": "training negatives per positive edge"})
+        loss: str = field(default="bce", metadata={"help": "bce, or bce_bpr_margin (FedMPO: + 0.5 BPR + 0.3 margin)", "choices": LOSSES})
+        bpr_weight: float = field(default=0.5, metadata={"help": "weight of the BPR term in bce_bpr_margin", "min": 0})
+        margin_weight: float = field(default=0.3, metadata={"help": "weight of the margin term in bce_bpr_margin", "min": 0})
+        margin: float = field(default=0.1, metadata={"help": "margin between positive and negative probabilities", "min": 0})
+        num_negatives: int = field(default=1, metadata={"help": "training negatives per positive edge", "min": 1})
         hard_negatives: bool = field(
             default=False, metadata={"help": "keep the highest-scoring of hard_pool candidates"})
-        hard_pool: int = field(default=5, metadata={"help": "candidates drawn per hard negative"})
+        hard_pool: int = field(default=5, metadata={"help": "candidates drawn per hard negative", "min": 1})
         val_frac: float = field(
-            default=0.1, metadata={"help": "fraction of each client's edges held out for validation"})
-        test_frac: float = field(default=0.2, metadata={"help": "fraction of each client's edges held out for test"})
+            default=0.1, metadata={"help": "fraction of each client's edges held out for validation", "min": 0, "below": 1})
+        test_frac: float = field(default=0.2, metadata={"help": "fraction of each client's edges held out for test", "min": 0, "below": 1})
         supervision_frac: float = field(
             default=0.0, metadata={"help": "fraction of training edges kept out of message passing as targets "
-                                           "(0 = all training edges are both messages and targets)"})
-        embed_dim: int = field(default=64, metadata={"help": "size of the node embeddings that are scored"})
-        seed: int = field(default=0, metadata={"help": "seed of the per-client edge split and evaluation negatives"})
+                                           "(0 = all training edges are both messages and targets)", "min": 0, "below": 1})
+        embed_dim: int = field(default=64, metadata={"help": "size of the node embeddings that are scored", "min": 1})
+        seed: int = field(default=0, metadata={"help": "seed of the per-client edge split and evaluation negatives", "min": 0, "max": 2**32 - 1})
 
         def __post_init__(self) -> None:
-            if self.loss not in LOSSES:
-                raise ConfigError(f"task.loss must be one of {', '.join(LOSSES)}, got '{self.loss}'")
-            if self.num_negatives < 1 or self.hard_pool < 1 or self.embed_dim < 1:
-                raise ConfigError("task.num_negatives, task.hard_pool and task.embed_dim must be >= 1")
-            if not (0 <= self.val_frac < 1 and 0 <= self.test_frac < 1 and self.val_frac + self.test_frac < 1):
+            if not self.val_frac + self.test_frac < 1:
                 raise ConfigError(
                     f"task.val_frac + task.test_frac must be in [0, 1), got {self.val_frac} + {self.test_frac}")
-            if not 0 <= self.supervision_frac < 1:
-                raise ConfigError(f"task.supervision_frac must be in [0, 1), got {self.supervision_frac}")
-            if min(self.bpr_weight, self.margin_weight, self.margin) < 0:
-                raise ConfigError("task.bpr_weight, task.margin_weight and task.margin must be >= 0")
 
     def __init__(self, cfg: Config | None = None) -> None:
         super().__init__(cfg if cfg is not None else self.Config())

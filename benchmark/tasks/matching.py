@@ -18,7 +18,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.metrics import average_precision, roc_auc
 from benchmark.registry import TASKS
@@ -47,13 +46,9 @@ class Matching(PairedModalityTask):
             default=None, metadata={"help": "first modality (default: image or visual, else the first)"})
         gallery: str | None = field(
             default=None, metadata={"help": "second modality (default: text or acoustic, else another)"})
-        temperature: float = field(default=0.1, metadata={"help": "pair logit = cosine / temperature"})
-        embed_dim: int = field(default=64, metadata={"help": "size of the embeddings that are compared"})
-        seed: int = field(default=0, metadata={"help": "seed of the fixed evaluation mismatches"})
-
-        def __post_init__(self) -> None:
-            if self.temperature <= 0 or self.embed_dim < 1:
-                raise ConfigError("task.temperature must be > 0 and task.embed_dim >= 1")
+        temperature: float = field(default=0.1, metadata={"help": "pair logit = cosine / temperature", "positive": True})
+        embed_dim: int = field(default=64, metadata={"help": "size of the embeddings that are compared", "min": 1})
+        seed: int = field(default=0, metadata={"help": "seed of the fixed evaluation mismatches", "min": 0, "max": 2**32 - 1})
 
     def _pair_logits(self, zq: Tensor, zg: Tensor, idx: Tensor, partner: Tensor) -> tuple[Tensor, Tensor]:
         """Logits of the own pairs and of the mismatched pairs (query of idx[i] with gallery of idx[partner[i]])."""

@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.metrics import mean_reciprocal_rank, ranks_of_diagonal, recall_at_k
 from benchmark.registry import TASKS
@@ -38,12 +37,8 @@ class Retrieval(PairedModalityTask):
             default=None, metadata={"help": "query modality (default: image or visual, else the first)"})
         gallery: str | None = field(
             default=None, metadata={"help": "gallery modality (default: text or acoustic, else another)"})
-        temperature: float = field(default=0.07, metadata={"help": "InfoNCE temperature"})
-        embed_dim: int = field(default=64, metadata={"help": "size of the embeddings that are compared"})
-
-        def __post_init__(self) -> None:
-            if self.temperature <= 0 or self.embed_dim < 1:
-                raise ConfigError("task.temperature must be > 0 and task.embed_dim >= 1")
+        temperature: float = field(default=0.07, metadata={"help": "InfoNCE temperature", "positive": True})
+        embed_dim: int = field(default=64, metadata={"help": "size of the embeddings that are compared", "min": 1})
 
     def loss(self, model: nn.Module, client: ClientData) -> Tensor:
         zq, zg, both = self.views(model, client)

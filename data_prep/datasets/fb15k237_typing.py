@@ -57,14 +57,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmark.errors import ConfigError, DataError
+from benchmark.errors import DataError
 from benchmark.federation import GraphDataset
 from benchmark.registry import DATASETS
 from data_prep.datasets.sources import (
+    UNREADABLE,
     RemoteFile,
     cache_root,
     cached_build,
-    check_choice,
     config_for_key,
     degree_stats,
     locate,
@@ -109,7 +109,7 @@ class FB15k237Typing:
     @dataclass
     class Config:
         num_classes: int = field(
-            default=10, metadata={"help": "number of most frequent type domains kept as classes (>= 2)"}
+            default=10, metadata={"help": "number of most frequent type domains kept as classes (>= 2)", "min": 2}
         )
         exclude_domains: list[str] = field(
             default_factory=lambda: list(NOT_DOMAINS),
@@ -117,20 +117,20 @@ class FB15k237Typing:
         )
         text_encoder: str = field(
             default="svd",
-            metadata={"help": "svd (hashed TF-IDF + TruncatedSVD, fast), minilm (data_prep.features, 384-d) or hashing"},
+            metadata={"help": "svd (hashed TF-IDF + TruncatedSVD, fast), minilm (data_prep.features, 384-d) or hashing", "choices": TEXT_ENCODERS},
         )
-        text_dim: int = field(default=256, metadata={"help": "text feature size for the svd and hashing encoders"})
+        text_dim: int = field(default=256, metadata={"help": "text feature size for the svd and hashing encoders", "min": 2})
         text_source: str = field(
             default="name_description",
-            metadata={"help": "name_description (always available) or description (missing where none exists)"},
+            metadata={"help": "name_description (always available) or description (missing where none exists)", "choices": TEXT_SOURCES},
         )
         min_attribute_count: int = field(
-            default=1, metadata={"help": "drop numeric attributes that fewer kept entities than this have"}
+            default=1, metadata={"help": "drop numeric attributes that fewer kept entities than this have", "min": 1}
         )
         presence_flags: bool = field(
             default=False, metadata={"help": "append a 0/1 column per numeric attribute saying it is present"}
         )
-        seed: int = field(default=0, metadata={"help": "seed of the TruncatedSVD text projection"})
+        seed: int = field(default=0, metadata={"help": "seed of the TruncatedSVD text projection", "min": 0, "max": 2**32 - 1})
         download: bool = field(
             default=False, metadata={"help": "fetch missing files from their public URL into dataset.root"}
         )
@@ -139,16 +139,6 @@ class FB15k237Typing:
         cache_dir: str | None = field(
             default=None, metadata={"help": "where built tensors are cached (default $FEDMM_CACHE_DIR or .cache/)"}
         )
-
-        def __post_init__(self) -> None:
-            if self.num_classes < 2:
-                raise ConfigError(f"dataset.num_classes must be >= 2, got {self.num_classes}")
-            check_choice("text_encoder", self.text_encoder, TEXT_ENCODERS)
-            check_choice("text_source", self.text_source, TEXT_SOURCES)
-            if self.text_dim < 2:
-                raise ConfigError(f"dataset.text_dim must be >= 2, got {self.text_dim}")
-            if self.min_attribute_count < 1:
-                raise ConfigError(f"dataset.min_attribute_count must be >= 1, got {self.min_attribute_count}")
 
     def __init__(self, cfg: Config | None = None) -> None:
         self.cfg = cfg if cfg is not None else self.Config()
@@ -385,13 +375,13 @@ def read_triples_archive(path: Path) -> list[tuple[str, str, str]]:
     """All triples of the train/valid/test members of the ConvE archive (read in memory)."""
     try:
         tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError, EOFError) as e:
+    except (tarfile.TarError, *UNREADABLE) as e:
         raise DataError(f"{path}: not a readable tar archive ({e})") from None
     out: list[tuple[str, str, str]] = []
     with tar:
         try:
             members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
-        except (tarfile.TarError, OSError, EOFError) as e:
+        except (tarfile.TarError, *UNREADABLE) as e:
             raise DataError(f"{path}: corrupt tar archive ({e})") from None
         for name in TRIPLE_MEMBERS:
             if name not in members:
@@ -399,7 +389,10 @@ def read_triples_archive(path: Path) -> list[tuple[str, str, str]]:
             f = tar.extractfile(members[name])
             if f is None:
                 raise DataError(f"{path}: member {name} is not a regular file")
-            raw = f.read()
+            try:
+                raw = f.read()
+            except (tarfile.TarError, *UNREADABLE) as e:  # the member runs past a truncated archive
+                raise DataError(f"{path}:{name}: truncated or corrupt archive member ({type(e).__name__}: {e})") from None
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:

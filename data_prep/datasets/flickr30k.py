@@ -40,13 +40,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmark.errors import ConfigError, DataError
+from benchmark.errors import DataError
 from benchmark.federation import GraphDataset
 from benchmark.registry import DATASETS
 from data_prep.datasets.sources import (
+    UNREADABLE,
     RemoteFile,
     cached_build,
-    check_choice,
     config_for_key,
     degree_stats,
     encode_strings,
@@ -85,30 +85,22 @@ class Flickr30k:
     class Config:
         captions: str = field(
             default="auto",
-            metadata={"help": "auto, results_20130124.token, dataset_flickr30k.json or flickr_annotations_30k.csv"},
+            metadata={"help": "auto, results_20130124.token, dataset_flickr30k.json or flickr_annotations_30k.csv", "choices": ("auto", *CAPTION_FILES)},
         )
         image_feature: str = field(
             default="image_feat.npz", metadata={"help": "image features (.npz ids+features or .npy)"}
         )
         text_feature: str = field(default="text_feat.npz", metadata={"help": "caption features (.npz or .npy)"})
         text_encoder: str = field(
-            default="file", metadata={"help": "file (read text_feature) or hashing / minilm (encode the captions)"}
+            default="file", metadata={"help": "file (read text_feature) or hashing / minilm (encode the captions)", "choices": TEXT_ENCODERS}
         )
-        text_dim: int = field(default=256, metadata={"help": "size of the hashing caption encoding"})
-        k: int = field(default=8, metadata={"help": "neighbours per image in the kNN graph (union-symmetrized)"})
+        text_dim: int = field(default=256, metadata={"help": "size of the hashing caption encoding", "min": 1})
+        k: int = field(default=8, metadata={"help": "neighbours per image in the kNN graph (union-symmetrized)", "min": 1})
         download: bool = field(
             default=False, metadata={"help": "fetch the captions CSV from Hugging Face into dataset.root (unverified)"}
         )
         cache: bool = field(default=True, metadata={"help": "reuse the built graph for identical input files"})
         cache_dir: str | None = field(default=None, metadata={"help": "where built graphs are cached"})
-
-        def __post_init__(self) -> None:
-            check_choice("captions", self.captions, ["auto", *CAPTION_FILES])
-            check_choice("text_encoder", self.text_encoder, TEXT_ENCODERS)
-            if self.k < 1:
-                raise ConfigError(f"dataset.k must be >= 1, got {self.k}")
-            if self.text_dim < 1:
-                raise ConfigError(f"dataset.text_dim must be >= 1, got {self.text_dim}")
 
     def __init__(self, cfg: Config | None = None) -> None:
         self.cfg = cfg if cfg is not None else self.Config()
@@ -272,7 +264,7 @@ def aligned_features(path: Path, images: list[str]) -> np.ndarray:
             ids = z["ids"]
     except DataError:
         raise
-    except (OSError, ValueError, EOFError) as e:
+    except UNREADABLE as e:
         raise DataError(f"{path}: not a readable .npz archive ({e})") from None
     feats = load_matrix(path, key="features")
     if ids.ndim != 1 or ids.shape[0] != feats.shape[0]:

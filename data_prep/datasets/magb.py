@@ -54,14 +54,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmark.errors import ConfigError, DataError
+from benchmark.errors import DataError
 from benchmark.federation import GraphDataset
 from benchmark.registry import DATASETS
 from data_prep.datasets.sources import (
     RemoteFile,
     as_int_pairs,
     cached_build,
-    check_choice,
     check_edges,
     config_for_key,
     degree_stats,
@@ -97,7 +96,7 @@ class MAGB:
     class Config:
         subset: str = field(
             default="Movies",
-            metadata={"help": "Movies, Toys, Grocery, Reddit-S, Reddit-M (MAGB) or ele-fashion, books-nc (MM-GRAPH)"},
+            metadata={"help": "Movies, Toys, Grocery, Reddit-S, Reddit-M (MAGB) or ele-fashion, books-nc (MM-GRAPH)", "choices": MAGB_NAMES + MMGRAPH_NAMES},
         )
         text_feature: str = field(
             default="TextFeature/{prefix}_roberta_base_512_mean.npy",
@@ -109,9 +108,9 @@ class MAGB:
         )
         text_encoder: str = field(
             default="file",
-            metadata={"help": "file (read text_feature) or hashing / minilm (encode the CSV text column)"},
+            metadata={"help": "file (read text_feature) or hashing / minilm (encode the CSV text column)", "choices": TEXT_ENCODERS},
         )
-        text_dim: int = field(default=256, metadata={"help": "size of the hashing text encoding"})
+        text_dim: int = field(default=256, metadata={"help": "size of the hashing text encoding", "min": 1})
         graph: str = field(
             default="csv",
             metadata={"help": "csv (the neighbors column) or an edge-list file inside the dataset folder"},
@@ -127,12 +126,6 @@ class MAGB:
         )
         cache: bool = field(default=True, metadata={"help": "reuse the built graph for identical input files"})
         cache_dir: str | None = field(default=None, metadata={"help": "where built graphs are cached"})
-
-        def __post_init__(self) -> None:
-            check_choice("subset", self.subset, MAGB_NAMES + MMGRAPH_NAMES)
-            check_choice("text_encoder", self.text_encoder, TEXT_ENCODERS)
-            if self.text_dim < 1:
-                raise ConfigError(f"dataset.text_dim must be >= 1, got {self.text_dim}")
 
     def __init__(self, cfg: Config | None = None) -> None:
         self.cfg = cfg if cfg is not None else self.Config()

@@ -44,13 +44,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmark.errors import ConfigError, DataError
+from benchmark.errors import DataError
 from benchmark.federation import GraphDataset
 from benchmark.registry import DATASETS
 from data_prep.datasets.sources import (
     RemoteFile,
     cached_build,
-    check_choice,
     co_interaction_pairs,
     config_for_key,
     degree_stats,
@@ -77,29 +76,19 @@ class NineRec:
 
     @dataclass
     class Config:
-        subset: str = field(default="DY", metadata={"help": "NineRec dataset: DY, Bili_Dance, Bili_Food, KU, ..."})
+        subset: str = field(default="DY", metadata={"help": "NineRec dataset: DY, Bili_Dance, Bili_Food, KU, ...", "choices": NINEREC_NAMES})
         pair_file: str = field(default="{name}_pair.csv", metadata={"help": "interaction file: item,user,timestamp"})
         item_file: str = field(default="{name}_item.csv", metadata={"help": "item file: item_id,title[,title_en]"})
         image_feature: str = field(default="{name}_image_feat.npy", metadata={"help": "[items, d] image features"})
         text_feature: str = field(default="{name}_text_feat.npy", metadata={"help": "[items, d] title features"})
         text_encoder: str = field(
-            default="file", metadata={"help": "file (read text_feature) or hashing / minilm (encode the titles)"}
+            default="file", metadata={"help": "file (read text_feature) or hashing / minilm (encode the titles)", "choices": TEXT_ENCODERS}
         )
-        text_dim: int = field(default=256, metadata={"help": "size of the hashing title encoding"})
-        min_common_users: int = field(default=1, metadata={"help": "shared users needed to link two items"})
-        top_k: int = field(default=5, metadata={"help": "keep each item's top-k neighbours by shared users (0 = all)"})
+        text_dim: int = field(default=256, metadata={"help": "size of the hashing title encoding", "min": 1})
+        min_common_users: int = field(default=1, metadata={"help": "shared users needed to link two items", "min": 1})
+        top_k: int = field(default=5, metadata={"help": "keep each item's top-k neighbours by shared users (0 = all)", "min": 0})
         cache: bool = field(default=True, metadata={"help": "reuse the built graph for identical input files"})
         cache_dir: str | None = field(default=None, metadata={"help": "where built graphs are cached"})
-
-        def __post_init__(self) -> None:
-            check_choice("subset", self.subset, NINEREC_NAMES)
-            check_choice("text_encoder", self.text_encoder, TEXT_ENCODERS)
-            if self.min_common_users < 1:
-                raise ConfigError(f"dataset.min_common_users must be >= 1, got {self.min_common_users}")
-            if self.top_k < 0:
-                raise ConfigError(f"dataset.top_k must be >= 0, got {self.top_k}")
-            if self.text_dim < 1:
-                raise ConfigError(f"dataset.text_dim must be >= 1, got {self.text_dim}")
 
     def __init__(self, cfg: Config | None = None) -> None:
         self.cfg = cfg if cfg is not None else self.Config()

@@ -30,6 +30,8 @@ import json
 import math
 import os
 import urllib.request
+import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +41,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from benchmark.errors import ConfigError, DataError, first_line, warn_rebuild
+from benchmark.errors import DataError, first_line, warn_rebuild
 from benchmark.federation import GraphDataset
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +50,9 @@ ENV_ROOT = "FEDMM_DATA_ROOT"
 ENV_CACHE = "FEDMM_CACHE_DIR"
 # Not next to the data: the mirror is a shared read-only folder that no run may write to.
 DEFAULT_CACHE = REPO_ROOT / ".cache" / "fedmm" / "datasets"
+# What numpy / zipfile / gzip raise for a truncated, emptied or bit-flipped file. An .npz is a
+# zip archive whose members are read lazily, so a bad CRC surfaces only when an array is read.
+UNREADABLE = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error)
 
 
 @dataclass(frozen=True)
@@ -66,23 +71,28 @@ class RemoteFile:
     source: str = ""
 
 
-def check_choice(option: str, value: str, choices: Sequence[str]) -> None:
-    """ConfigError naming ``dataset.<option>`` when ``value`` is not one of ``choices``."""
-    if value not in choices:
-        raise ConfigError(f"dataset.{option} must be one of {', '.join(choices)}, got '{value}'")
-
-
 # --------------------------------------------------------------------------- locating
 
 
-def search_places(root: str | Path | None) -> list[Path]:
-    """The directories searched, in order: ``root``, ``$FEDMM_DATA_ROOT``, the mirror."""
+def search_places(root: str | Path | None, download: bool = False) -> list[Path]:
+    """The directories searched, in order: ``root``, ``$FEDMM_DATA_ROOT``, the mirror.
+
+    A root the user named explicitly (``dataset.root`` or ``$FEDMM_DATA_ROOT``) must be an
+    existing directory: a typo there would otherwise fall back to the mirror unnoticed.
+    The exception is ``dataset.root`` with ``download=True``, which is created on download.
+    Only the implicit mirror may be absent.
+    """
     places: list[Path] = []
     if root is not None and str(root) != "":
-        places.append(Path(root).expanduser())
+        p = Path(root).expanduser()
+        if not download:
+            _require_dir(p, "dataset.root")
+        places.append(p)
     env = os.environ.get(ENV_ROOT)
     if env:
-        places.append(Path(env).expanduser())
+        p = Path(env).expanduser()
+        _require_dir(p, f"${ENV_ROOT}")
+        places.append(p)
     places.append(MIRROR)
     out: list[Path] = []
     for p in places:
@@ -91,10 +101,17 @@ def search_places(root: str | Path | None) -> list[Path]:
     return out
 
 
+def _require_dir(path: Path, what: str) -> None:
+    """DataError naming ``path`` when an explicitly configured data root is not a directory."""
+    if not path.is_dir():
+        state = "is not a directory" if path.exists() else "does not exist"
+        raise DataError(f"data root {path} ({what}) {state}")
+
+
 def candidate_paths(name: str, dataset_dir: str, root: str | Path | None) -> list[Path]:
     """Every path at which ``name`` is looked for, in search order."""
     out: list[Path] = []
-    for place in search_places(root):
+    for place in search_places(root, download=True):  # only lists paths: never fails on a root
         for cand in (place / dataset_dir / name, place / name):
             if cand not in out:
                 out.append(cand)
@@ -195,7 +212,7 @@ def locate_any(
     file in ``root`` always wins over one in the mirror. With ``download=True`` the first
     alternative that has a URL is fetched into ``root``.
     """
-    for place in search_places(root):
+    for place in search_places(root, download):
         for spec in specs:
             for cand in (place / dataset_dir / spec.name, place / spec.name):
                 if cand.is_file():
@@ -241,8 +258,8 @@ def load_matrix(path: Path, rows: int | None = None, key: str | None = None) -> 
             arr = np.load(path, allow_pickle=False)
     except DataError:
         raise
-    except (OSError, ValueError, EOFError) as e:
-        raise DataError(f"{path}: not a readable numpy array file ({e})") from None
+    except UNREADABLE as e:
+        raise DataError(f"{path}: not a readable numpy array file ({type(e).__name__}: {e})") from None
     where = f"{path}[{key}]" if key else str(path)
     if arr.ndim != 2:
         raise DataError(f"{where}: expected a 2-D feature matrix, got shape {arr.shape}")
@@ -543,7 +560,7 @@ def read_edge_list(path: Path) -> np.ndarray:
     if path.suffix == ".npy":
         try:
             return as_int_pairs(np.load(path, allow_pickle=False), str(path))
-        except (OSError, ValueError) as e:
+        except UNREADABLE as e:
             raise DataError(f"{path}: not a readable .npy array ({e})") from None
     src: list[int] = []
     dst: list[int] = []

@@ -58,70 +58,49 @@ class SyntheticGraph:
 
     @dataclass
     class Config:
-        num_nodes: int = field(default=2000, metadata={"help": "number of nodes"})
-        num_classes: int = field(default=5, metadata={"help": "number of node classes (>= 2)"})
-        avg_degree: float = field(default=10.0, metadata={"help": "mean node degree"})
+        num_nodes: int = field(default=2000, metadata={"help": "number of nodes", "min": 1})
+        num_classes: int = field(default=5, metadata={"help": "number of node classes (>= 2)", "min": 2})
+        avg_degree: float = field(default=10.0, metadata={"help": "mean node degree", "positive": True})
         homophily: float = field(
-            default=0.75, metadata={"help": "fraction of edges joining two nodes of the same class, in [0, 1]"}
+            default=0.75, metadata={"help": "fraction of edges joining two nodes of the same class, in [0, 1]", "probability": True}
         )
         homophily_concentration: float = field(
             default=1.0,
-            metadata={"help": "Beta concentration of per-node homophily (small = some nodes sit among other classes)"},
+            metadata={"help": "Beta concentration of per-node homophily (small = some nodes sit among other classes)", "positive": True},
         )
         communities_per_class: int = field(
-            default=4, metadata={"help": "communities each class is cut into (Louvain finds them)"}
+            default=4, metadata={"help": "communities each class is cut into (Louvain finds them)", "min": 1}
         )
         community_strength: float = field(
-            default=0.7, metadata={"help": "share of same-class edges kept inside one community, in [0, 1]"}
+            default=0.7, metadata={"help": "share of same-class edges kept inside one community, in [0, 1]", "probability": True}
         )
         degree_exponent: float = field(
             default=2.5,
-            metadata={"help": "power-law exponent of the degree propensities (> 2; larger = more uniform degrees)"},
+            metadata={"help": "power-law exponent of the degree propensities (> 2; larger = more uniform degrees)", "above": 2},
         )
         imbalance: float = field(
-            default=1.0, metadata={"help": "size ratio of the largest to the smallest class (>= 1; 1 = balanced)"}
+            default=1.0, metadata={"help": "size ratio of the largest to the smallest class (>= 1; 1 = balanced)", "min": 1}
         )
-        text_dim: int = field(default=768, metadata={"help": "dimension of the text modality"})
-        image_dim: int = field(default=512, metadata={"help": "dimension of the image modality"})
+        text_dim: int = field(default=768, metadata={"help": "dimension of the text modality", "min": 1})
+        image_dim: int = field(default=512, metadata={"help": "dimension of the image modality", "min": 1})
         latent_dim: int = field(
-            default=32, metadata={"help": "latent size: half shared by both modalities, a quarter private to each"}
+            default=32, metadata={"help": "latent size: half shared by both modalities, a quarter private to each", "min": 4}
         )
         class_sep: float = field(
-            default=1.0, metadata={"help": "scale of the class means in the latent (larger = easier task)"}
+            default=1.0, metadata={"help": "scale of the class means in the latent (larger = easier task)", "min": 0}
         )
-        noise: float = field(default=1.0, metadata={"help": "std of the isotropic noise added to every feature"})
+        noise: float = field(default=1.0, metadata={"help": "std of the isotropic noise added to every feature", "min": 0})
         seed: int = field(
-            default=0, metadata={"help": "dataset seed: the graph is fixed for a given seed, whatever the run seed"}
+            default=0, metadata={"help": "dataset seed: the graph is fixed for a given seed, whatever the run seed", "min": 0, "max": 2**32 - 1}
         )
 
         def __post_init__(self) -> None:
-            if self.num_classes < 2:
-                raise ConfigError(f"dataset.num_classes must be >= 2, got {self.num_classes}")
             if self.num_nodes < 4 * self.num_classes:
                 raise ConfigError(
                     f"dataset.num_nodes must be >= 4 * num_classes ({4 * self.num_classes}), got {self.num_nodes}"
                 )
-            if not 0.0 < self.avg_degree <= (self.num_nodes - 1) / 4:
-                raise ConfigError(f"dataset.avg_degree must be in (0, (num_nodes - 1) / 4], got {self.avg_degree}")
-            if not 0.0 <= self.homophily <= 1.0:
-                raise ConfigError(f"dataset.homophily must be in [0, 1], got {self.homophily}")
-            if not self.homophily_concentration > 0.0:
-                raise ConfigError(f"dataset.homophily_concentration must be > 0, got {self.homophily_concentration}")
-            if self.communities_per_class < 1:
-                raise ConfigError(f"dataset.communities_per_class must be >= 1, got {self.communities_per_class}")
-            if not 0.0 <= self.community_strength <= 1.0:
-                raise ConfigError(f"dataset.community_strength must be in [0, 1], got {self.community_strength}")
-            if not self.degree_exponent > 2.0:
-                raise ConfigError(f"dataset.degree_exponent must be > 2, got {self.degree_exponent}")
-            if not self.imbalance >= 1.0:
-                raise ConfigError(f"dataset.imbalance must be >= 1, got {self.imbalance}")
-            for name in ("text_dim", "image_dim"):
-                if getattr(self, name) < 1:
-                    raise ConfigError(f"dataset.{name} must be >= 1, got {getattr(self, name)}")
-            if self.latent_dim < 4:
-                raise ConfigError(f"dataset.latent_dim must be >= 4, got {self.latent_dim}")
-            if self.class_sep < 0 or self.noise < 0:
-                raise ConfigError("dataset.class_sep and dataset.noise must be >= 0")
+            if not self.avg_degree <= (self.num_nodes - 1) / 4:
+                raise ConfigError(f"dataset.avg_degree must be <= (num_nodes - 1) / 4, got {self.avg_degree}")
 
     def __init__(self, cfg: Config | None = None) -> None:
         self.cfg = cfg if cfg is not None else self.Config()

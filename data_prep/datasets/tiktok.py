@@ -40,10 +40,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmark.errors import ConfigError, DataError
+from benchmark.errors import DataError
 from benchmark.federation import GraphDataset
 from benchmark.registry import DATASETS
 from data_prep.datasets.sources import (
+    UNREADABLE,
     RemoteFile,
     cached_build,
     co_interaction_pairs,
@@ -93,12 +94,12 @@ class TikTok:
     @dataclass
     class Config:
         min_common_users: int = field(
-            default=1, metadata={"help": "link two items when at least this many users interacted with both"}
+            default=1, metadata={"help": "link two items when at least this many users interacted with both", "min": 1}
         )
         top_k: int = field(
             default=5,
             metadata={"help": "keep each item's top-k neighbours by shared users (0 = keep every pair); "
-                              "5 gives mean degree ~8 like the DY/Bili graphs"},
+                              "5 gives mean degree ~8 like the DY/Bili graphs", "min": 0},
         )
         include_interactions: bool = field(
             default=True, metadata={"help": "store the user-item train/val/test pairs in meta['interactions']"}
@@ -111,12 +112,6 @@ class TikTok:
         cache_dir: str | None = field(
             default=None, metadata={"help": "where built graphs are cached (default $FEDMM_CACHE_DIR or .cache/)"}
         )
-
-        def __post_init__(self) -> None:
-            if self.min_common_users < 1:
-                raise ConfigError(f"dataset.min_common_users must be >= 1, got {self.min_common_users}")
-            if self.top_k < 0:
-                raise ConfigError(f"dataset.top_k must be >= 0 (0 = keep all pairs), got {self.top_k}")
 
     def __init__(self, cfg: Config | None = None) -> None:
         self.cfg = cfg if cfg is not None else self.Config()
@@ -196,8 +191,8 @@ def read_interactions(path: Path) -> tuple[np.ndarray, np.ndarray, tuple[int, in
                 users, items, shape_arr = z["user"], z["item"], z["shape"]
         except DataError:
             raise
-        except (OSError, ValueError, EOFError) as e:
-            raise DataError(f"{path}: not a readable .npz archive ({e})") from None
+        except UNREADABLE as e:
+            raise DataError(f"{path}: not a readable .npz archive ({type(e).__name__}: {e})") from None
         if shape_arr.shape != (2,) or not np.issubdtype(shape_arr.dtype, np.integer):
             raise DataError(f"{path}: 'shape' must be two integers (users, items), got {shape_arr!r}")
         shape = (int(shape_arr[0]), int(shape_arr[1]))

@@ -52,28 +52,18 @@ class KGItemMissing:
 
     @dataclass
     class Config:
-        alpha: float = field(default=0.1, metadata={"help": "Dirichlet concentration of the per-entity item dealing"})
+        alpha: float = field(default=0.1, metadata={"help": "Dirichlet concentration of the per-entity item dealing", "positive": True})
         partitioned: bool = field(default=True, metadata={"help": "deal items (true) or give every holder all of them"})
-        rate: float = field(default=0.5, metadata={"help": "availability probability r per (client, entity, modality)"})
+        rate: float = field(default=0.5, metadata={"help": "availability probability r per (client, entity, modality)", "probability": True})
         modalities: str = field(default="all", metadata={"help": "item modalities the clients get (structure is always "
                                                                  "kept): all, or '+'-joined names such as text+visual; "
-                                                                 "'visual' is image, else the numeric stand-in"})
+                                                                 "'visual' is image, else the numeric stand-in", "pattern": r"[^+]*[^+\s][^+]*(\+[^+]*[^+\s][^+]*)*", "pattern_help": "all or '+'-joined modality names"})
         availability: str = field(default="nominal", metadata={
             "help": "what rate r means: nominal (the paper's reading: P(keep) = r per (client, entity, modality) among "
                     "the entities dealt an item, so the share holding a modality is r x the item-holding rate, "
                     "0.16-0.25 at r = 0.5 on FB15K-237 Fed3) or effective (P(keep) = r / holding rate per "
-                    "(client, modality), capped at 1, so that share is r wherever the dealing allows it)"})
-
-        def __post_init__(self) -> None:
-            if self.alpha <= 0:
-                raise ConfigError(f"missing.alpha must be > 0, got {self.alpha}")
-            if not 0.0 <= self.rate <= 1.0:
-                raise ConfigError(f"missing.rate must be in [0, 1], got {self.rate}")
-            if self.availability not in AVAILABILITY_MODES:
-                raise ConfigError(f"missing.availability must be one of {', '.join(AVAILABILITY_MODES)}, "
-                                  f"got '{self.availability}'")
-            if not self.modalities or any(not m.strip() for m in self.modalities.split("+")):
-                raise ConfigError(f"missing.modalities must be 'all' or '+'-joined modality names, got '{self.modalities}'")
+                    "(client, modality), capped at 1, so that share is r wherever the dealing allows it)",
+            "choices": AVAILABILITY_MODES})
 
     def __init__(self, cfg: "KGItemMissing.Config | None" = None, seed: int = 0) -> None:
         self.cfg = cfg if cfg is not None else self.Config()

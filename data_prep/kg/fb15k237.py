@@ -40,7 +40,7 @@ from torch import Tensor
 from benchmark.errors import DataError, first_line
 from benchmark.registry import DATASETS
 from data_prep.datasets.sources import (  # noqa: F401 - MIRROR and REPO_ROOT are re-exported
-    ENV_ROOT, MIRROR, REPO_ROOT, RemoteFile, download_file, search_places, sha256_file,
+    ENV_ROOT, MIRROR, REPO_ROOT, UNREADABLE, RemoteFile, download_file, read_text, search_places, sha256_file,
 )
 from data_prep.kg.dataset import KGDataset
 
@@ -76,7 +76,7 @@ def locate(name: str, root: str | Path | None = None, download: bool = False, ve
     """Path of a dataset file; a missing file is a DataError listing every place tried."""
     spec = FILES[name]
     tried: list[Path] = []
-    for place in search_places(root):
+    for place in search_places(root, download):
         for cand in (place / DATASET_DIR / name, place / name):
             tried.append(cand)
             if cand.is_file():
@@ -122,18 +122,24 @@ def read_triples_archive(path: Path) -> dict[str, list[tuple[str, str, str]]]:
     """The train/valid/test members of the ConvE FB15k-237 archive."""
     try:
         tar = tarfile.open(path, "r:gz")
-    except (tarfile.TarError, OSError) as e:
+    except (tarfile.TarError, *UNREADABLE) as e:
         raise DataError(f"{path}: not a readable tar.gz archive ({e})") from None
     with tar:
-        members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
+        try:
+            members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
+        except (tarfile.TarError, *UNREADABLE) as e:
+            raise DataError(f"{path}: truncated or corrupt tar.gz archive ({type(e).__name__}: {e})") from None
         out: dict[str, list[tuple[str, str, str]]] = {}
         for split, member in TRIPLE_MEMBERS.items():
             if member not in members:
                 raise DataError(f"{path}: archive has no member {member} (members: {', '.join(sorted(members))})")
-            f = tar.extractfile(members[member])
-            assert f is not None
             try:
-                text = f.read().decode("utf-8")
+                f = tar.extractfile(members[member])
+                raw = f.read() if f is not None else b""
+            except (tarfile.TarError, *UNREADABLE) as e:
+                raise DataError(f"{path}:{member}: truncated or corrupt archive member ({type(e).__name__}: {e})") from None
+            try:
+                text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise DataError(f"{path}:{member}: not UTF-8 text ({e})") from None
             out[split] = parse_triples(text, f"{path}:{member}")
@@ -143,7 +149,7 @@ def read_triples_archive(path: Path) -> dict[str, list[tuple[str, str, str]]]:
 def read_mid2name(path: Path) -> dict[str, str]:
     """``mid<TAB>name`` lines (names use underscores for spaces)."""
     out: dict[str, str] = {}
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     for no, line in _lines(text):
         if not line.strip():
             continue
@@ -157,7 +163,7 @@ def read_mid2name(path: Path) -> dict[str, str]:
 def read_wikidata(path: Path) -> dict[str, dict]:
     """``{mid: {label, description, alternatives, ...}}``; JSON errors carry their line."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: line {e.lineno}: malformed JSON ({e.msg})") from None
     if not isinstance(data, dict):
@@ -182,7 +188,7 @@ def read_wikidata(path: Path) -> dict[str, dict]:
 def read_numeric_triples(path: Path) -> list[tuple[str, str, float]]:
     """mmkb ``mid<TAB><attribute uri><TAB>value`` lines with a finite float value."""
     out: list[tuple[str, str, float]] = []
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     for no, line in _lines(text):
         if not line.strip():
             continue
@@ -294,7 +300,7 @@ def _load_tensor_file(path: Path) -> object:
     if path.suffix == ".npy":
         try:
             return np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
+        except UNREADABLE as e:
             raise DataError(f"{path}: not a readable .npy array ({e})") from None
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
@@ -326,8 +332,8 @@ def load_entity_image_features(path: str | Path, entities: list[str]) -> tuple[T
             with np.load(p, allow_pickle=False) as z:
                 for k in z.files:
                     raw.append((k, z[k], f"{p}[{k}]"))
-        except (OSError, ValueError) as e:
-            raise DataError(f"{p}: not a readable .npz archive ({e})") from None
+        except UNREADABLE as e:
+            raise DataError(f"{p}: not a readable .npz archive ({type(e).__name__}: {e})") from None
     elif p.is_file() and p.suffix in (".pth", ".pt"):
         obj = _load_tensor_file(p)
         if not isinstance(obj, dict):
@@ -450,8 +456,8 @@ class FB15k237:
 
     @dataclass
     class Config:
-        text_encoder: str = field(default="minilm", metadata={"help": "minilm (384-d), hashing (fast, 256-d) or none"})
-        numeric_dim: int = field(default=64, metadata={"help": "width of the encoded numeric-attribute items"})
+        text_encoder: str = field(default="minilm", metadata={"help": "minilm (384-d), hashing (fast, 256-d) or none", "choices": ("minilm", "hashing", "none")})
+        numeric_dim: int = field(default=64, metadata={"help": "width of the encoded numeric-attribute items", "min": 1})
         image_features: str | None = field(default=None, metadata={"help": "path to per-entity image features (dir of .npy/.pth, dict .pth, or .npz)"})
         cache_dir: str = field(default=".cache/fedmm/text", metadata={"help": "where encoded text items are cached"})
         download: bool = field(default=False, metadata={"help": "fetch missing files from their pinned public sources"})

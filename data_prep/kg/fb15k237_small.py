@@ -15,6 +15,7 @@ Files: ``entities.tsv`` (mid, name), ``relations.tsv``, ``triples.npz`` (train/v
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ import torch
 from benchmark.errors import DataError
 from benchmark.registry import DATASETS
 from data_prep.kg.dataset import SPLITS, KGDataset
+from data_prep.datasets.sources import UNREADABLE, read_text
 from data_prep.kg.fb15k237 import REPO_ROOT, encode_numeric_items
 
 SUBSET_DIR = REPO_ROOT / "data" / "fb15k237_small"
@@ -37,6 +39,9 @@ def _sha256(path: Path) -> str:
 
 
 def _find_dir(root: str | Path | None) -> Path:
+    if root is not None and str(root) != "" and not Path(root).expanduser().is_dir():
+        raise DataError(f"data root {root} (dataset.root) does not exist or is not a directory")
+    root = None if root is None or str(root) == "" else Path(root).expanduser()
     cands = ([] if root is None else [Path(root) / "fb15k237_small", Path(root)]) + [SUBSET_DIR]
     for c in cands:
         if (c / MANIFEST).is_file():
@@ -47,16 +52,20 @@ def _find_dir(root: str | Path | None) -> Path:
 
 def _read_tsv(path: Path, columns: int, header: tuple[str, ...]) -> list[list[str]]:
     rows: list[list[str]] = []
-    with open(path, encoding="utf-8") as f:
-        for no, line in enumerate(f, start=1):
-            parts = line.rstrip("\n").split("\t")
-            if no == 1:
-                if tuple(parts) != header:
-                    raise DataError(f"{path}: line 1: expected header {'<TAB>'.join(header)!r}, got {line.rstrip()[:80]!r}")
-                continue
-            if len(parts) != columns or not all(parts[:columns - 1]):
-                raise DataError(f"{path}: line {no}: expected {columns} tab-separated fields, got {line.rstrip()[:80]!r}")
-            rows.append(parts)
+    has_header = False
+    # universal newlines, as reading the file in text mode would; undecodable bytes are a DataError
+    for no, line in enumerate(io.StringIO(read_text(path), newline=None), start=1):
+        parts = line.rstrip("\n").split("\t")
+        if no == 1:
+            if tuple(parts) != header:
+                raise DataError(f"{path}: line 1: expected header {'<TAB>'.join(header)!r}, got {line.rstrip()[:80]!r}")
+            has_header = True
+            continue
+        if len(parts) != columns or not all(parts[:columns - 1]):
+            raise DataError(f"{path}: line {no}: expected {columns} tab-separated fields, got {line.rstrip()[:80]!r}")
+        rows.append(parts)
+    if not has_header:
+        raise DataError(f"{path}: empty file (expected header {'<TAB>'.join(header)!r})")
     return rows
 
 
@@ -74,10 +83,13 @@ def load_fb15k237_small(root: str | Path | None = None, numeric_dim: int = 64, v
     """Read the embedded subset from ``root`` (a folder holding it) or else the repo copy."""
     d = _find_dir(root)
     try:
-        manifest = json.loads((d / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(read_text(d / MANIFEST))
     except json.JSONDecodeError as e:
         raise DataError(f"{d / MANIFEST}: line {e.lineno}: malformed JSON ({e.msg})") from None
-    expected = manifest.get("outputs", {})
+    expected = manifest.get("outputs", {}) if isinstance(manifest, dict) else None
+    if not isinstance(expected, dict) or not all(isinstance(v, dict) and isinstance(v.get("sha256"), str)
+                                                 for v in expected.values()):
+        raise DataError(f"{d / MANIFEST}: expected an object with 'outputs': {{file: {{sha256: ...}}}}")
     for name in OUTPUT_FILES:
         p = d / name
         if not p.is_file():
@@ -93,15 +105,20 @@ def load_fb15k237_small(root: str | Path | None = None, numeric_dim: int = 64, v
     try:
         with np.load(d / "triples.npz", allow_pickle=False) as z:
             splits = {s: torch.from_numpy(z[s].astype(np.int64)).reshape(-1, 3) for s in SPLITS}
-    except (OSError, ValueError, KeyError) as e:
-        raise DataError(f"{d / 'triples.npz'}: unreadable or missing a train/valid/test array ({e})") from None
+    except UNREADABLE as e:
+        raise DataError(f"{d / 'triples.npz'}: unreadable or missing a train/valid/test array "
+                        f"({type(e).__name__}: {e})") from None
+    for split, t in splits.items():
+        if t.numel() and (int(t.min()) < 0 or int(t[:, [0, 2]].max()) >= E or int(t[:, 1].max()) >= len(relations)):
+            raise DataError(f"{d / 'triples.npz'}: {split} triples hold an id outside the {E} entities of "
+                            f"entities.tsv or the {len(relations)} relations of relations.tsv")
 
     text_rows = _read_tsv(d / "text_items.tsv", 3, ("entity", "kind", "text"))
     text_owner = [_int_field(d / "text_items.tsv", i + 2, r[0], E) for i, r in enumerate(text_rows)]
     try:
         text_feats = np.load(d / "text_minilm_f16.npy", allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise DataError(f"{d / 'text_minilm_f16.npy'}: not a readable .npy array ({e})") from None
+    except UNREADABLE as e:
+        raise DataError(f"{d / 'text_minilm_f16.npy'}: not a readable .npy array ({type(e).__name__}: {e})") from None
     if text_feats.ndim != 2 or text_feats.shape[0] != len(text_rows):
         raise DataError(f"{d / 'text_minilm_f16.npy'}: shape {text_feats.shape} does not match {len(text_rows)} text items")
 
@@ -136,7 +153,7 @@ class FB15k237Small:
 
     @dataclass
     class Config:
-        numeric_dim: int = field(default=64, metadata={"help": "width of the encoded numeric-attribute items"})
+        numeric_dim: int = field(default=64, metadata={"help": "width of the encoded numeric-attribute items", "min": 1})
         verify: bool = field(default=True, metadata={"help": "check each file's sha256 against manifest.json"})
 
     def __init__(self, config: "FB15k237Small.Config | None" = None) -> None:

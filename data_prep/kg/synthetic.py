@@ -149,18 +149,25 @@ class SyntheticKG:
 
     @dataclass
     class Config:
-        num_entities: int = field(default=300, metadata={"help": "number of entities"})
-        num_types: int = field(default=4, metadata={"help": "entity types (latent clusters)"})
-        num_typed_relations: int = field(default=8, metadata={"help": "relations linking a head type to a tail type"})
-        links_per_head: int = field(default=2, metadata={"help": "tails linked per head for each typed relation"})
-        latent_dim: int = field(default=8, metadata={"help": "width of the entity latent"})
-        text_dim: int = field(default=32, metadata={"help": "width of the 'text' items"})
-        image_dim: int = field(default=16, metadata={"help": "width of the 'image' items"})
-        min_items: int = field(default=1, metadata={"help": "fewest items an entity has in a modality"})
-        max_items: int = field(default=4, metadata={"help": "most items an entity has in a modality"})
-        item_noise: float = field(default=0.3, metadata={"help": "std of the per-item noise"})
-        missing_rate: float = field(default=0.1, metadata={"help": "fraction of entities with no items in a modality"})
-        seed: int = field(default=0, metadata={"help": "generator seed"})
+        num_entities: int = field(default=300, metadata={"help": "number of entities", "min": 4})
+        num_types: int = field(default=4, metadata={"help": "entity types (latent clusters)", "min": 2})
+        num_typed_relations: int = field(default=8, metadata={"help": "relations linking a head type to a tail type", "min": 1})
+        links_per_head: int = field(default=2, metadata={"help": "tails linked per head for each typed relation", "min": 1})
+        latent_dim: int = field(default=8, metadata={"help": "width of the entity latent", "min": 1})
+        text_dim: int = field(default=32, metadata={"help": "width of the 'text' items", "min": 1})
+        image_dim: int = field(default=16, metadata={"help": "width of the 'image' items", "min": 1})
+        min_items: int = field(default=1, metadata={"help": "fewest items an entity has in a modality", "min": 1})
+        max_items: int = field(default=4, metadata={"help": "most items an entity has in a modality", "min": 1})
+        item_noise: float = field(default=0.3, metadata={"help": "std of the per-item noise", "min": 0})
+        missing_rate: float = field(default=0.1, metadata={"help": "fraction of entities with no items in a modality", "probability": True})
+        seed: int = field(default=0, metadata={"help": "generator seed", "min": 0, "max": 2**32 - 1})
+
+        def __post_init__(self) -> None:
+            if self.num_entities < 2 * self.num_types:
+                raise ConfigError(f"dataset.num_entities must be >= 2 * num_types ({2 * self.num_types}), "
+                                  f"got {self.num_entities}")
+            if self.max_items < self.min_items:
+                raise ConfigError(f"dataset.max_items must be >= min_items ({self.min_items}), got {self.max_items}")
 
     def __init__(self, config: "SyntheticKG.Config | None" = None) -> None:
         self.config = config or self.Config()

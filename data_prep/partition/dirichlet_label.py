@@ -29,28 +29,14 @@ class DirichletLabelPartitioner:
 
     @dataclass
     class Config:
-        alpha: float = field(default=0.5, metadata={"help": "Dirichlet concentration (> 0; small = more skew)"})
-        min_size: int = field(default=10, metadata={"help": "redraw until every client has at least this many nodes"})
+        alpha: float = field(default=0.5, metadata={"help": "Dirichlet concentration (> 0; small = more skew)", "positive": True})
+        min_size: int = field(default=10, metadata={"help": "redraw until every client has at least this many nodes", "min": 0})
         label_source: str = field(
             default="labels",
-            metadata={"help": "what to skew: labels, or pseudo-labels from louvain communities / kmeans clusters"},
+            metadata={"help": "what to skew: labels, or pseudo-labels from louvain communities / kmeans clusters", "choices": LABEL_SOURCES},
         )
-        pseudo_classes: int = field(default=10, metadata={"help": "number of k-means clusters for label_source=kmeans"})
-        max_tries: int = field(default=500, metadata={"help": "redraws allowed before giving up with an error"})
-
-        def __post_init__(self) -> None:
-            if not self.alpha > 0:
-                raise ConfigError(f"partition.alpha must be > 0, got {self.alpha}")
-            if self.min_size < 0:
-                raise ConfigError(f"partition.min_size must be >= 0, got {self.min_size}")
-            if self.label_source not in LABEL_SOURCES:
-                raise ConfigError(
-                    f"partition.label_source must be one of {', '.join(LABEL_SOURCES)}, got '{self.label_source}'"
-                )
-            if self.pseudo_classes < 2:
-                raise ConfigError(f"partition.pseudo_classes must be >= 2, got {self.pseudo_classes}")
-            if self.max_tries < 1:
-                raise ConfigError(f"partition.max_tries must be >= 1, got {self.max_tries}")
+        pseudo_classes: int = field(default=10, metadata={"help": "number of k-means clusters for label_source=kmeans", "min": 2})
+        max_tries: int = field(default=500, metadata={"help": "redraws allowed before giving up with an error", "min": 1})
 
     def __init__(self, cfg: Config | None = None, seed: int = 0) -> None:
         self.cfg = cfg if cfg is not None else self.Config()

@@ -30,15 +30,9 @@ class LouvainPartitioner:
     @dataclass
     class Config:
         resolution: float = field(
-            default=1.0, metadata={"help": "Louvain resolution (> 0; larger = smaller communities)"}
+            default=1.0, metadata={"help": "Louvain resolution (> 0; larger = smaller communities)", "positive": True}
         )
-        delta: int = field(default=20, metadata={"help": "allowed client-size slack around N / num_clients"})
-
-        def __post_init__(self) -> None:
-            if not self.resolution > 0:
-                raise ConfigError(f"partition.resolution must be > 0, got {self.resolution}")
-            if self.delta < 0:
-                raise ConfigError(f"partition.delta must be >= 0, got {self.delta}")
+        delta: int = field(default=20, metadata={"help": "allowed client-size slack around N / num_clients", "min": 0})
 
     def __init__(self, cfg: Config | None = None, seed: int = 0) -> None:
         self.cfg = cfg if cfg is not None else self.Config()

@@ -173,10 +173,14 @@ class RelationIdPartitioner:
 
     @dataclass
     class Config:
-        seed: int | None = field(default=None, metadata={"help": "seed of the relation shuffle and of the per-client splits; null = the dataset's canonical draw (fb15k237: 2, matching the paper's Table II; others: 0)"})
-        train: float = field(default=0.8, metadata={"help": "share of each client's triples for training"})
-        valid: float = field(default=0.1, metadata={"help": "share for validation"})
-        test: float = field(default=0.1, metadata={"help": "share for testing"})
+        seed: int | None = field(default=None, metadata={"help": "seed of the relation shuffle and of the per-client splits; null = the dataset's canonical draw (fb15k237: 2, matching the paper's Table II; others: 0)", "min": 0, "max": 2**32 - 1})
+        train: float = field(default=0.8, metadata={"help": "share of each client's triples for training", "probability": True})
+        valid: float = field(default=0.1, metadata={"help": "share for validation", "probability": True})
+        test: float = field(default=0.1, metadata={"help": "share for testing", "probability": True})
+
+        def __post_init__(self) -> None:
+            if abs(self.train + self.valid + self.test - 1.0) > 1e-6:
+                raise ConfigError(f"partition.train + valid + test must sum to 1, got {self.train + self.valid + self.test}")
 
     def __init__(self, config: "RelationIdPartitioner.Config | None" = None) -> None:
         self.config = config or self.Config()

@@ -27,9 +27,9 @@ TASK_READOUT = {"node_cls": "class", "link_pred": "link", "retrieval": "modality
 @dataclass
 class FedMGSConfig:
     lambda_rec: float = field(default=0.5, metadata={
-        "help": "weight of L_rec, reconstruction of z^m on complete nodes (Eq. 10; the paper gives no number)"})
+        "help": "weight of L_rec, reconstruction of z^m on complete nodes (Eq. 10; the paper gives no number)", "min": 0})
     lambda_proto: float = field(default=1.0, metadata={
-        "help": "weight of L_proto, alignment of s_i with class prototypes (Eq. 10; node classification only)"})
+        "help": "weight of L_proto, alignment of s_i with class prototypes (Eq. 10; node classification only)", "min": 0})
     use_avail_enc: bool = field(default=True, metadata={
         "help": "availability-aware encoding (Sec. 4.2); false = Table 4 'w/o Avail_Graph Encoding'"})
     use_proto_synth: bool = field(default=True, metadata={
@@ -37,36 +37,22 @@ class FedMGSConfig:
     use_rel_fusion: bool = field(default=True, metadata={
         "help": "reliability-calibrated fusion (Sec. 4.4); false = Table 4 'w/o Reliab_Semantic Fusion'"})
     proto_tau: float | None = field(default=None, metadata={
-        "help": "temperature tau_p of L_proto; null = sqrt(d) as the paper (d = model.hidden)"})
+        "help": "temperature tau_p of L_proto; null = sqrt(d) as the paper (d = model.hidden)", "positive": True})
     query_tau: float = field(default=0.1, metadata={
-        "help": "temperature of the soft anchor estimate q_i of unlabeled nodes (our choice; the paper gives none)"})
+        "help": "temperature of the soft anchor estimate q_i of unlabeled nodes (our choice; the paper gives none)", "positive": True})
     num_anchors: int = field(default=8, metadata={
-        "help": "semantic anchors (federated k-means clusters) for tasks without classes"})
-    kmeans_iters: int = field(default=10, metadata={"help": "Lloyd iterations of the anchor k-means"})
+        "help": "semantic anchors (federated k-means clusters) for tasks without classes", "min": 2})
+    kmeans_iters: int = field(default=10, metadata={"help": "Lloyd iterations of the anchor k-means", "min": 0})
     beta_init: float = field(default=1.0, metadata={
-        "help": "initial value of the learnable spread scale beta_m (Eq. 7)"})
-    eps: float = field(default=1e-6, metadata={"help": "epsilon of Eqs. 2 and 3"})
+        "help": "initial value of the learnable spread scale beta_m (Eq. 7)", "positive": True})
+    eps: float = field(default=1e-6, metadata={"help": "epsilon of Eqs. 2 and 3", "positive": True})
     readout_graph: bool = field(default=True, metadata={
         "help": "g_cls / g_link propagate r_i over the local graph (one conv) before their linear map (our reading "
                 "of Secs. 4.4 and 6.2); false = per-node heads"})
     rec_stop_grad: bool = field(default=True, metadata={
         "help": "L_rec does not backpropagate into its target z (our choice: otherwise the encoders shrink z)"})
     weighting: str = field(default="task_size", metadata={
-        "help": "parameter averaging weights: task_size (|T_k|, Eq. 1) or uniform"})
-
-    def __post_init__(self) -> None:
-        if self.lambda_rec < 0 or self.lambda_proto < 0:
-            raise ConfigError("algorithm.lambda_rec and algorithm.lambda_proto must be >= 0")
-        if self.proto_tau is not None and self.proto_tau <= 0:
-            raise ConfigError(f"algorithm.proto_tau must be > 0 or null, got {self.proto_tau}")
-        if self.query_tau <= 0 or self.eps <= 0:
-            raise ConfigError("algorithm.query_tau and algorithm.eps must be > 0")
-        if self.num_anchors < 2:
-            raise ConfigError(f"algorithm.num_anchors must be >= 2, got {self.num_anchors}")
-        if self.kmeans_iters < 0:
-            raise ConfigError(f"algorithm.kmeans_iters must be >= 0, got {self.kmeans_iters}")
-        if self.weighting not in ("task_size", "uniform"):
-            raise ConfigError(f"algorithm.weighting must be task_size or uniform, got '{self.weighting}'")
+        "help": "parameter averaging weights: task_size (|T_k|, Eq. 1) or uniform", "choices": ("task_size", "uniform")})
 
 
 class _ModalityReadout(nn.Module):

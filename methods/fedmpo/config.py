@@ -37,18 +37,18 @@ class FedMPOConfig:
 
     # ---- loss weights (Table 9; None = the value for the run's task)
     lambda_rec: float | None = field(default=None, metadata={
-        "help": "reconstruction weight; null = Table 9 (0.05 node_cls / link_pred, 0.5 retrieval)"})
+        "help": "reconstruction weight; null = Table 9 (0.05 node_cls / link_pred, 0.5 retrieval)", "min": 0})
     lambda_align: float | None = field(default=None, metadata={
-        "help": "alignment weight; null = Table 9 (0.01)"})
+        "help": "alignment weight; null = Table 9 (0.01)", "min": 0})
     lambda_route: float | None = field(default=None, metadata={
-        "help": "routing weight (uncertainty calibration + load balance); null = Table 9 (0.01)"})
+        "help": "routing weight (uncertainty calibration + load balance); null = Table 9 (0.01)", "min": 0})
     lambda_bal: float = field(default=1.0, metadata={
-        "help": "weight of load balancing inside L_route (Eq. 33) [guess: the paper gives no value]"})
+        "help": "weight of load balancing inside L_route (Eq. 33) [guess: the paper gives no value]", "min": 0})
 
     # ---- Stage 1: masking and graph context encoding (Table 7)
     mask_rate: float = field(default=0.2, metadata={
         "help": "training-time masking rate of naturally observed modalities (reconstruction targets) "
-                "[guess: the paper gives no value]"})
+                "[guess: the paper gives no value]", "min": 0, "below": 1})
     zero_impute_full: bool = field(default=True, metadata={
         "help": "zero imputation for nodes with no visible modality (Table 7: True)"})
     missing_tokens: bool = field(default=False, metadata={
@@ -56,61 +56,41 @@ class FedMPOConfig:
     impute_then_pass: bool = field(default=True, metadata={
         "help": "feed the structural anchor for hidden modalities into the graph encoder (Table 7: True)"})
     missing_skip: float = field(default=0.35, metadata={
-        "help": "residual ratio between the imputed encoder input and the aggregated GNN output (Table 7: 0.35)"})
+        "help": "residual ratio between the imputed encoder input and the aggregated GNN output (Table 7: 0.35)", "min": 0, "below": 1})
 
     # ---- Stage 2: topology-aware generation (Table 7)
-    attn_heads: int = field(default=4, metadata={"help": "heads of the context-bank attention (Table 7: 4)"})
+    attn_heads: int = field(default=4, metadata={"help": "heads of the context-bank attention (Table 7: 4)", "min": 1})
     attn_warmup_rounds: int = field(default=30, metadata={
-        "help": "rounds T_w of the linear warmup gamma_t = min(1, t / T_w) (Table 7: 30)"})
+        "help": "rounds T_w of the linear warmup gamma_t = min(1, t / T_w) (Table 7: 30)", "min": 0})
     interp_min: float = field(default=0.55, metadata={
-        "help": "lower bound of gamma_t, generated vs structural-anchor mix (Table 7: 0.55)"})
+        "help": "lower bound of gamma_t, generated vs structural-anchor mix (Table 7: 0.55)", "probability": True})
     interp_max: float = field(default=0.78, metadata={
-        "help": "upper bound of gamma_t (Table 7: 0.78)"})
+        "help": "upper bound of gamma_t (Table 7: 0.78)", "probability": True})
     bank_neighbors: int = field(default=8, metadata={
-        "help": "neighbours sampled per node into the context bank (B in App. D.3) [guess]"})
+        "help": "neighbours sampled per node into the context bank (B in App. D.3) [guess]", "min": 0})
 
     # ---- Stage 3: missing-aware routing and fusion (Table 7)
     conditional_routing: bool = field(default=True, metadata={
         "help": "router conditioned on visibility, uncertainty and missing ratios (Table 7: True); "
                 "false = one learned global expert mix"})
-    router_temperature: float = field(default=1.0, metadata={"help": "router softmax temperature tau (Table 7: 1.0)"})
+    router_temperature: float = field(default=1.0, metadata={"help": "router softmax temperature tau (Table 7: 1.0)", "positive": True})
     uniform_floor: float = field(default=0.0, metadata={
-        "help": "minimum probability of each routing expert (Table 7: 0.0)"})
+        "help": "minimum probability of each routing expert (Table 7: 0.0)", "probability": True})
     uncertainty_clamp: float = field(default=0.12, metadata={
-        "help": "max uncertainty used in the reliability penalty exp(-u) of the fusion (Table 7: 0.12)"})
-    head_dropout: float = field(default=0.1, metadata={"help": "dropout before the task head (Table 7: 0.1)"})
+        "help": "max uncertainty used in the reliability penalty exp(-u) of the fusion (Table 7: 0.12)", "min": 0})
+    head_dropout: float = field(default=0.1, metadata={"help": "dropout before the task head (Table 7: 0.1)", "min": 0, "below": 1})
 
     # ---- Stage 4: reliability-aware aggregation (Table 7)
-    eta_u: float = field(default=1.0, metadata={"help": "weight of mean recovery uncertainty in s_k (Table 7: 1.0)"})
-    eta_e: float = field(default=1.0, metadata={"help": "weight of reconstruction error in s_k (Table 7: 1.0)"})
-    eta_rho: float = field(default=1.0, metadata={"help": "weight of the client missing ratio in s_k (Table 7: 1.0)"})
+    eta_u: float = field(default=1.0, metadata={"help": "weight of mean recovery uncertainty in s_k (Table 7: 1.0)", "min": 0})
+    eta_e: float = field(default=1.0, metadata={"help": "weight of reconstruction error in s_k (Table 7: 1.0)", "min": 0})
+    eta_rho: float = field(default=1.0, metadata={"help": "weight of the client missing ratio in s_k (Table 7: 1.0)", "min": 0})
     size_weight: str = field(default="num_nodes", metadata={
-        "help": "client size in the aggregation weights: num_nodes (|V_k|, Eq. 14) or num_train"})
+        "help": "client size in the aggregation weights: num_nodes (|V_k|, Eq. 14) or num_train", "choices": SIZE_WEIGHTS})
 
     def __post_init__(self) -> None:
-        for name in ("lambda_rec", "lambda_align", "lambda_route"):
-            v = getattr(self, name)
-            if v is not None and v < 0:
-                raise ConfigError(f"algorithm.{name} must be >= 0 or null, got {v}")
-        for name in ("lambda_bal", "eta_u", "eta_e", "eta_rho", "uncertainty_clamp"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"algorithm.{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("mask_rate", "missing_skip", "head_dropout"):
-            v = getattr(self, name)
-            if not 0.0 <= v < 1.0:
-                raise ConfigError(f"algorithm.{name} must be in [0, 1), got {v}")
-        if not 0.0 <= self.uniform_floor <= 1.0:
-            raise ConfigError(f"algorithm.uniform_floor must be in [0, 1], got {self.uniform_floor}")
-        if not 0.0 <= self.interp_min <= self.interp_max <= 1.0:
+        if not self.interp_min <= self.interp_max:
             raise ConfigError(
                 f"algorithm.interp_min <= interp_max must lie in [0, 1], got {self.interp_min}, {self.interp_max}")
-        if self.attn_heads < 1 or self.bank_neighbors < 0 or self.attn_warmup_rounds < 0:
-            raise ConfigError("algorithm.attn_heads must be >= 1, bank_neighbors and attn_warmup_rounds >= 0")
-        if self.router_temperature <= 0:
-            raise ConfigError(f"algorithm.router_temperature must be > 0, got {self.router_temperature}")
-        if self.size_weight not in SIZE_WEIGHTS:
-            raise ConfigError(
-                f"algorithm.size_weight must be one of {', '.join(SIZE_WEIGHTS)}, got '{self.size_weight}'")
 
     def lambdas(self, task: str) -> tuple[float, float, float]:
         """(lambda_rec, lambda_align, lambda_route) for ``task``: explicit values, else Table 9's."""

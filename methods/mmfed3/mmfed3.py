@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from torch import Tensor
 
 from baselines.kg.mmfedlu import DualTerms, DualViewKG, distill_kl
-from benchmark.errors import ConfigError
 from benchmark.registry import ALGORITHMS
 
 
@@ -53,13 +52,8 @@ class MMFeD3(DualViewKG):
     @dataclass
     class Config(DualViewKG.Config):
         sync_client: bool = field(default=False, metadata={"help": "restart the client view from the global parameters every round (literal Alg. 2 line 5); default false: a persistent local client view"})
-        mu: float = field(default=0.1, metadata={"help": "weight mu of the logit distillation L_c2s + L_s2c (Eq. 12; the seed gives no value)"})
-        eta: float = field(default=0.1, metadata={"help": "weight eta of the feature distillation ||E^c - E^{s,c}||^2 (Eq. 12; the seed gives no value)"})
-
-        def __post_init__(self) -> None:
-            super().__post_init__()
-            if not self.mu >= 0 or not self.eta >= 0:
-                raise ConfigError(f"algorithm.mu and eta must be >= 0, got {self.mu}, {self.eta}")
+        mu: float = field(default=0.1, metadata={"help": "weight mu of the logit distillation L_c2s + L_s2c (Eq. 12; the seed gives no value)", "min": 0})
+        eta: float = field(default=0.1, metadata={"help": "weight eta of the feature distillation ||E^c - E^{s,c}||^2 (Eq. 12; the seed gives no value)", "min": 0})
 
     def distill(self, terms: DualTerms, state: dict, rnd: int) -> dict[str, Tensor]:
         mu, eta = float(self.cfg.mu), float(self.cfg.eta)

@@ -23,7 +23,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from baselines.kg.common import KGAlgorithm, KGEClient, Regularizer
-from benchmark.errors import ConfigError
 from benchmark.registry import ALGORITHMS
 from data_prep.kg.federation import KGClientData
 from methods.mmfede.mmfede import MMFedE
@@ -56,12 +55,7 @@ class MMFedProx(_TracedMMFedE):
 
     @dataclass
     class Config(KGAlgorithm.Config):
-        mu: float = field(default=0.01, metadata={"help": "weight of the proximal term (the seed gives none; FedProx's usual 0.01)"})
-
-        def __post_init__(self) -> None:
-            super().__post_init__()
-            if not self.mu >= 0:
-                raise ConfigError(f"algorithm.mu must be >= 0, got {self.mu}")
+        mu: float = field(default=0.01, metadata={"help": "weight of the proximal term (the seed gives none; FedProx's usual 0.01)", "min": 0})
 
     def regularizer(self, client: KGClientData, model: KGEClient, state: dict, rnd: int) -> Regularizer | None:
         """Anchor = the global rows just loaded. Mean over entities (squared row norm), so
@@ -81,13 +75,8 @@ class MMFedEC(_TracedMMFedE):
 
     @dataclass
     class Config(KGAlgorithm.Config):
-        mu: float = field(default=0.1, metadata={"help": "weight of the contrastive term (FedLU repo: 0.1)"})
-        tau: float = field(default=0.2, metadata={"help": "temperature of the contrastive term (FedLU repo: 0.2)"})
-
-        def __post_init__(self) -> None:
-            super().__post_init__()
-            if not self.mu >= 0 or not self.tau > 0:
-                raise ConfigError(f"algorithm.mu must be >= 0 and algorithm.tau > 0, got {self.mu}, {self.tau}")
+        mu: float = field(default=0.1, metadata={"help": "weight of the contrastive term (FedLU repo: 0.1)", "min": 0})
+        tau: float = field(default=0.2, metadata={"help": "temperature of the contrastive term (FedLU repo: 0.2)", "positive": True})
 
     def regularizer(self, client: KGClientData, model: KGEClient, state: dict, rnd: int) -> Regularizer | None:
         """``mu * -log(e^{s_g/tau} / (e^{s_g/tau} + e^{s_l/tau}))`` = ``mu * softplus((s_l - s_g)/tau)``,

@@ -1,0 +1,26 @@
+"""Escaping for text placed in generated markdown (tables, headings, list items).
+
+Names and labels come from result records and suite files, i.e. from users: an algorithm
+called ``a|b`` must not add a table column, ``<script>`` must not become HTML when the page
+is rendered, and a backtick must not open a code span that swallows the rest of the row.
+"""
+
+from __future__ import annotations
+
+# Backslash first, so the escapes added below are not themselves escaped.
+_REPLACEMENTS = (
+    ("\\", "\\\\"),
+    ("|", "\\|"),
+    ("`", "\\`"),
+    ("*", "\\*"),
+    ("<", "&lt;"),
+    (">", "&gt;"),
+)
+
+
+def md_escape(text: object) -> str:
+    """``text`` as inert markdown on one line: no table-cell break, tag, code span or emphasis."""
+    out = " ".join(str(text).splitlines())
+    for old, new in _REPLACEMENTS:
+        out = out.replace(old, new)
+    return out
