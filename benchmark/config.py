@@ -91,7 +91,7 @@ class ModelConfig:
 class TrainConfig:
     rounds: int = opt(50, "communication rounds (maximum, with early stopping)", min=1)
     local_epochs: int = opt(3, "full-batch epochs per client per round", min=1)
-    lr: float = opt(0.005, "Adam learning rate", positive=True)
+    lr: float = opt(0.005, "Adam learning rate (0 freezes the model: a control)", min=0)
     weight_decay: float = opt(0.0005, "Adam L2 penalty", min=0.0)
     grad_clip: float = opt(0.0, "max gradient norm; 0 disables clipping", min=0.0)
     client_fraction: float = opt(1.0, "fraction of clients sampled per round", positive=True, max=1.0)

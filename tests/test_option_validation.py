@@ -215,7 +215,7 @@ def test_out_of_range_value_is_one_line_exit_2(opt: Option, constraint: str, str
 @pytest.mark.parametrize("override, message", [
     ("model.hidden=0", "model.hidden must be >= 1, got 0"),
     ("model.dropout=2", "model.dropout must be in [0, 1], got 2"),
-    ("train.lr=-1", "train.lr must be > 0, got -1"),
+    ("train.lr=-1", "train.lr must be >= 0, got -1"),
     ("train.device=tpu", "train.device must be auto, cpu, cuda or cuda:N, got 'tpu'"),
     ("train.eval_every=0", "train.eval_every must be >= 1, got 0"),
     ("train.local_epochs=-1", "train.local_epochs must be >= 1, got -1"),
