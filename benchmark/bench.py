@@ -3,6 +3,9 @@
 The harness run is measured side by side with a reference: a bare PyTorch FedAvg loop over
 the same clients and model, with no engine, ledger or audit. Their ratio is the harness's
 overhead. Medians over rounds; round 0 (warm-up) excluded when there are more rounds.
+The reference loop also runs with ``torch.use_deterministic_algorithms`` on and off: the
+cost of ``train.deterministic`` (about nothing on the CPU; deterministic CUDA kernels, such
+as sorted scatter-adds, can be slower). The KG track has its own bench: ``benchmark.bench_kg``.
 """
 
 from __future__ import annotations
@@ -61,7 +64,23 @@ def bench_fedavg(num_nodes: int = 20000, num_clients: int = 10, rounds: int = 5,
     engine = Engine(cfg)
     build_s = time.perf_counter() - t0
     seed_everything(cfg.seed)
+    was_det = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(not was_det)
+    try:
+        flipped: list[float] | None = _reference_fedavg(engine, rounds)[0]
+        det_error = ""
+    except RuntimeError as e:  # a CUDA kernel without a deterministic variant
+        flipped, det_error = None, str(e).splitlines()[0]
+    finally:
+        torch.use_deterministic_algorithms(was_det)
+    seed_everything(cfg.seed)
     ref_times, ref_mem = _reference_fedavg(engine, rounds)
+    if flipped is None:
+        det_line = f"not runnable with the mode {'off' if was_det else 'on'}: {det_error}"
+        det_ratio = float("nan")
+    else:
+        det_on, det_off = (_median(ref_times), _median(flipped)) if was_det else (_median(flipped), _median(ref_times))
+        det_line, det_ratio = f"{det_on:.3f} vs {det_off:.3f} s / round ({det_on / det_off:.2f}x)", det_on / det_off
     record = engine.run(resume=False)
     ours = _median(record["curves"]["seconds"])
     ref = _median(ref_times)
@@ -74,5 +93,7 @@ def bench_fedavg(num_nodes: int = 20000, num_clients: int = 10, rounds: int = 5,
           f"{cfg.train.local_epochs} local epochs, device {engine.device}, torch threads {torch.get_num_threads()}; "
           f"artifact build {build_s:.1f}s; median of {max(rounds - 1, 1)} rounds")
     print(tabulate(rows, headers=["run", "s / round (median)", "peak memory (MiB)"], tablefmt="github"))
+    print(f"train.deterministic cost (reference loop, torch.use_deterministic_algorithms on vs off): {det_line}")
     return {"seconds_per_round": ours, "reference_seconds_per_round": ref, "peak_memory_mb": record["peak_memory_mb"],
-            "reference_peak_memory_mb": ref_mem, "bytes_per_round": record["bytes_per_round"]}
+            "reference_peak_memory_mb": ref_mem, "bytes_per_round": record["bytes_per_round"],
+            "deterministic_time_ratio": det_ratio}

@@ -24,8 +24,9 @@ same function, PyKEEN's model gets an interaction subclass whose only change is
 ``p=1`` in that norm (``vector_norm(ord=1)`` of a complex vector is the sum of moduli).
 
 Timings are taken interleaved (ours, PyKEEN, ours, ...) and the best of ``--reps`` is
-kept, because the machine may be shared. Run:
-``python benchmarks/bench_kge_vs_pykeen.py [--quick]``.
+kept, because the machine may be shared. ``--device cuda`` runs both libraries on the GPU
+(our negatives drawn by a CUDA generator, timings synchronized). Run:
+``python benchmarks/bench_kge_vs_pykeen.py [--quick] [--device cuda]``.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def _pykeen():
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        self.device = torch.device(args.device)
         self.data = load_fb15k237_small()
         d = self.data
         self.E, self.R = d.num_entities, d.num_relations
@@ -79,7 +81,7 @@ class Bench:
     # ------------------------------------------------------------------ ours
     def ours(self, seed: int = 0, inverse: str = "separate") -> tuple[KGEModel, torch.optim.Optimizer]:
         a = self.args
-        m = KGEModel(self.E, self.R, "rotate", dim=a.dim, gamma=a.gamma, inverse=inverse, seed=seed)
+        m = KGEModel(self.E, self.R, "rotate", dim=a.dim, gamma=a.gamma, inverse=inverse, seed=seed).to(self.device)
         return m, torch.optim.Adam(m.parameters(), lr=a.lr)
 
     def ours_epoch(self, m: KGEModel, opt: torch.optim.Optimizer, queries: torch.Tensor, shared: bool, gen: torch.Generator) -> float:
@@ -97,6 +99,7 @@ class Bench:
         m = self.PkRotatE(triples_factory=self.tf, embedding_dim=a.dim,
                           loss=self.NSSALoss(margin=a.gamma, adversarial_temperature=1.0), random_seed=seed)
         m.interaction = self.PkL1()
+        m = m.to(self.device)
         opt = torch.optim.Adam(m.get_grad_params(), lr=a.lr)
         loop = self.SLCWA(model=m, triples_factory=self.tf, optimizer=opt, negative_sampler="basic",
                           negative_sampler_kwargs={"num_negs_per_pos": a.negatives})
@@ -132,11 +135,18 @@ class Bench:
             pk.relation_representations[0]._embeddings.weight.copy_(pk_rel)
 
 
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def best_time(fn, reps: int) -> float:
     best = float("inf")
     for _ in range(reps):
+        _sync()
         t = time.perf_counter()
         fn()
+        _sync()
         best = min(best, time.perf_counter() - t)
     return best
 
@@ -157,6 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--conv-lr", type=float, default=5e-3)
     ap.add_argument("--conv-epochs", type=int, default=40, help="PyKEEN epochs over the triples (ours: half, over triples + inverses)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: both libraries train and evaluate there")
     ap.add_argument("--quick", action="store_true", help="tiny settings for a smoke run")
     args = ap.parse_args(argv)
     if args.quick:
@@ -168,19 +179,22 @@ def main(argv: list[str] | None = None) -> None:
     b = Bench(args)
     d = b.data
     print(f"data: fb15k237_small, {b.E} entities, {b.R} relations, train {len(d.train)}, valid {len(d.valid)}, test {len(d.test)}; "
-          f"dim {args.dim} (complex), batch {args.batch_size}, negatives {args.negatives}, torch threads {torch.get_num_threads()}")
+          f"dim {args.dim} (complex), batch {args.batch_size}, negatives {args.negatives}, device {b.device}, "
+          f"torch threads {torch.get_num_threads()}")
 
     # 1. training throughput ------------------------------------------------------
     n_pos = args.steps * args.batch_size
     gen = torch.Generator().manual_seed(0)
     queries = make_queries(d.train, b.R)
-    sub = queries[torch.randperm(len(queries), generator=gen)[:n_pos]]
+    sub = queries[torch.randperm(len(queries), generator=gen)[:n_pos]].to(b.device)
     ours_m, ours_opt = b.ours()
     pk_m, pk_loop = b.pk()
     pk_tf_full = b.tf
     b.tf = b.TF(mapped_triples=d.train[torch.randperm(len(d.train), generator=gen)[:n_pos]], num_entities=b.E,
                 num_relations=b.R, create_inverse_triples=False)
     pk_loop.triples_factory = b.tf
+    if b.device.type != "cpu":  # our negatives and shuffles drawn on the device (the CPU keeps its stream)
+        gen = torch.Generator(device=b.device).manual_seed(0)
     b.ours_epoch(ours_m, ours_opt, sub[: args.batch_size], False, gen)  # warm-up
     b.pk_epoch(pk_loop)
     t_pq, t_sh, t_pk = float("inf"), float("inf"), float("inf")
@@ -212,7 +226,8 @@ def main(argv: list[str] | None = None) -> None:
         setattr(args, name, getattr(args, "conv_" + {"batch_size": "batch"}.get(name, name)))
     t0 = time.perf_counter()
     ours_final, ours_opt = b.ours(seed=1, inverse="tied")
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator(device=b.device).manual_seed(1)
+    queries = queries.to(b.device)
     for _ in range(max(1, args.conv_epochs // 2)):
         b.ours_epoch(ours_final, ours_opt, queries, False, g)
     t_ours = time.perf_counter() - t0

@@ -171,8 +171,9 @@ class DualViewKG(KGAlgorithm):
         """L_KGC(client view) + L_KGC(server view) + lambda L_DI + the algorithm's terms;
         during pre-training the server view's structural KGE loss alone."""
         t = queries[:, 2]
+        # drawn on the generator's device (a CPU generator gives the numbers it always gave)
         neg = sample_negatives(len(queries), self.task_cfg.num_negatives, client.num_entities, False, gen,
-                               gen.device).to(queries.device)
+                               queries.device)
         mask = neg == t.unsqueeze(1)
         s_views = views_of(sm, client)
         s_scores = candidate_scores(s_views, queries, neg)

@@ -94,8 +94,9 @@ class KGEDecoder(nn.Module, abc.ABC):
 
     # ------------------------------------------------------------- relations
     def relation_vectors(self, r: Tensor) -> tuple[Tensor, Tensor]:
-        """Rows of the relation table for ids ``r`` and a bool saying which are tied inverses."""
-        r = r.long()
+        """Rows of the relation table for ids ``r`` (on any device) and a bool saying which
+        are tied inverses."""
+        r = r.long().to(self.relation.device)
         if self.inverse == "tied":
             inv = r >= self.num_base_relations
             return self.relation[r - inv.long() * self.num_base_relations], inv
@@ -193,6 +194,7 @@ class ComplEx(KGEDecoder):
     def score_query(self, q: Tensor, cand: Tensor, index: Tensor | None = None) -> Tensor:
         if index is None:
             return q @ cand.t()
+        index = index.to(cand.device)
         if index.dim() == 1:
             return q @ cand[index].t()
         return torch.bmm(cand[index], q.unsqueeze(2)).squeeze(2)

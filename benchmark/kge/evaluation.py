@@ -17,6 +17,9 @@ Protocol (FedMKGC, and the classic filtered setting of Bordes et al.):
   not rank 1 (the optimistic bug) nor the last (the pessimistic one). A NaN score counts
   as ``-inf``. Hits@K uses the same (possibly fractional) rank: ``rank <= K``.
 
+Devices: ids may live on any device; every function moves them to the device of the
+scores (the model's), so CPU queries work with a CUDA model and CUDA queries with either.
+
 Everything is batched tensor code: known answers of a batch of queries are found by
 binary search in one sorted key array, the filter is a boolean mask scattered in one
 ``index_put_``, and ranks are row reductions; there is no Python loop per query.
@@ -48,19 +51,27 @@ class FilterIndex:
         fwd = (h * R2 + r) * num_entities + t
         inv = (t * R2 + r + num_relations) * num_entities + h
         self.keys = torch.unique(torch.cat([fwd, inv]))  # sorted
+        self._on: dict[torch.device, Tensor] = {self.keys.device: self.keys}
+
+    def keys_on(self, device: torch.device) -> Tensor:
+        """The key array on ``device`` (copied once per device, then reused)."""
+        if device not in self._on:
+            self._on[device] = self.keys.to(device)
+        return self._on[device]
 
     def answers(self, h: Tensor, r: Tensor) -> tuple[Tensor, Tensor]:
         """All known answers of queries (h, r) (r may be an inverse id): ``(row, entity)``
-        pairs, ``row`` indexing the query batch."""
+        pairs, ``row`` indexing the query batch, on the device of ``h``."""
         E = self.num_entities
-        q = h.long() * (2 * self.num_relations) + r.long()
-        lo = torch.searchsorted(self.keys, q * E)
-        hi = torch.searchsorted(self.keys, (q + 1) * E)
+        keys = self.keys_on(h.device)
+        q = h.long() * (2 * self.num_relations) + r.long().to(h.device)
+        lo = torch.searchsorted(keys, q * E)
+        hi = torch.searchsorted(keys, (q + 1) * E)
         counts = hi - lo
         rows = torch.repeat_interleave(torch.arange(len(q), device=q.device), counts)
         starts = torch.repeat_interleave(lo - (torch.cumsum(counts, 0) - counts), counts)
         pos = torch.arange(int(counts.sum()), device=q.device) + starts
-        return rows, self.keys[pos] % E
+        return rows, keys[pos] % E
 
 
 def tie_aware_ranks(scores: Tensor, pos_col: Tensor, filter_rows: Tensor | None = None, filter_cols: Tensor | None = None) -> Tensor:
@@ -74,10 +85,11 @@ def tie_aware_ranks(scores: Tensor, pos_col: Tensor, filter_rows: Tensor | None 
     s = s.masked_fill(torch.isnan(s), float("-inf"))  # (nan_to_num would also clip +-inf)
     B = s.shape[0]
     rows = torch.arange(B, device=s.device)
+    pos_col = pos_col.to(s.device)
     pos_score = s[rows, pos_col].unsqueeze(1)
     keep = torch.ones_like(s, dtype=torch.bool)
     if filter_rows is not None and filter_cols is not None and filter_rows.numel():
-        keep[filter_rows, filter_cols] = False
+        keep[filter_rows.to(s.device), filter_cols.to(s.device)] = False
     keep[rows, pos_col] = True
     greater = ((s > pos_score) & keep).sum(1)
     ties = ((s == pos_score) & keep).sum(1) - 1  # the positive ties with itself
@@ -109,22 +121,32 @@ def filtered_ranks(
 ) -> Tensor:
     """Ranks ``[Q]`` of the answers of ``queries`` ``[Q, 3]`` = (head, relation id incl.
     inverse ids, answer). ``score_fn(h, r)`` returns ``[B, N]`` scores of the candidates
-    (in the order of ``candidates``; all entities when ``None``)."""
+    (in the order of ``candidates``; all entities when ``None``). Ranks are computed on
+    the device of the scores, whatever the device of ``queries``."""
     E = filter_index.num_entities
-    device = queries.device
-    if candidates is None:
-        local = torch.arange(E, device=device)
-    else:
-        local = torch.full((E,), -1, dtype=torch.long, device=device)
-        local[candidates.long()] = torch.arange(len(candidates), device=device)
+    local_on: dict[torch.device, Tensor] = {}
+
+    def local_ids(device: torch.device) -> Tensor:
+        if device not in local_on:
+            if candidates is None:
+                local_on[device] = torch.arange(E, device=device)
+            else:
+                cand = candidates.long().to(device)
+                local = torch.full((E,), -1, dtype=torch.long, device=device)
+                local[cand] = torch.arange(len(cand), device=device)
+                local_on[device] = local
+        return local_on[device]
+
     out = []
     for s in range(0, len(queries), batch_size):
         q = queries[s:s + batch_size].long()
+        scores = score_fn(q[:, 0], q[:, 1])
+        q = q.to(scores.device)
+        local = local_ids(scores.device)
         pos = local[q[:, 2]]
         if bool((pos < 0).any()):
             bad = int(q[pos < 0][0, 2])
             raise ValueError(f"answer entity {bad} of a test query is not in the candidate set")
-        scores = score_fn(q[:, 0], q[:, 1])
         rows, ents = filter_index.answers(q[:, 0], q[:, 1])
         cols = local[ents]
         ok = cols >= 0
@@ -166,7 +188,7 @@ def decoder_scorer(decoder: torch.nn.Module, entity_emb: Tensor, candidates: Ten
     cand = cand.contiguous()
 
     def score(h: Tensor, r: Tensor) -> Tensor:
-        return decoder(entity_emb[h], r, cand)  # type: ignore[operator]
+        return decoder(entity_emb[h.to(entity_emb.device)], r, cand)  # type: ignore[operator]
 
     return score
 
@@ -187,8 +209,8 @@ def views_scorer(views: list[tuple[torch.nn.Module, Tensor]], relation_map: Tens
     tables = [(dec, ent.contiguous()) for dec, ent in views]
 
     def score(h: Tensor, r: Tensor) -> Tensor:
-        rr = r if relation_map is None else relation_map[r.long()]
-        out = [dec(ent[h], rr, ent) for dec, ent in tables]  # type: ignore[operator]
+        rr = r if relation_map is None else relation_map[r.long().to(relation_map.device)]
+        out = [dec(ent[h.to(ent.device)], rr, ent) for dec, ent in tables]  # type: ignore[operator]
         return out[0] if len(out) == 1 else mean_softmax_log_probs(out)
 
     return score

@@ -36,9 +36,13 @@ def sample_negatives(
     generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
 ) -> Tensor:
-    """Uniform candidate positions: ``[N]`` when shared, else ``[B, N]`` (with replacement)."""
+    """Uniform candidate positions: ``[N]`` when shared, else ``[B, N]`` (with replacement),
+    on ``device``. A ``generator`` draws on its own device (a seeded CUDA generator keeps the
+    draw on the GPU; a CPU one gives the same numbers as ever, copied to ``device`` if needed);
+    without one, the global RNG of ``device`` draws."""
     shape = (num_negatives,) if shared else (batch_size, num_negatives)
-    return torch.randint(0, num_candidates, shape, generator=generator, device=device)
+    where = generator.device if generator is not None else torch.device(device)
+    return torch.randint(0, num_candidates, shape, generator=generator, device=where).to(device)
 
 
 def softmax_ce_loss(pos: Tensor, neg: Tensor, neg_mask: Tensor | None = None) -> Tensor:

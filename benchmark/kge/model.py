@@ -70,14 +70,15 @@ class KGEModel(nn.Module):
     ) -> Tensor:
         """Loss of a batch of tail queries ``[B, 3]`` against uniform negative tails drawn
         from ``candidates`` (global ids; every entity when ``None``)."""
-        h, r, t = queries[:, 0], queries[:, 1], queries[:, 2]
         ent = self.entity
+        queries = queries.to(ent.device)
+        h, r, t = queries[:, 0], queries[:, 1], queries[:, 2]
         q = self.decoder.query(ent[h], r)
         pos = self.decoder._score_pairs(q, ent[t])
         n_cand = self.num_entities if candidates is None else len(candidates)
         neg = sample_negatives(len(queries), num_negatives, n_cand, shared_negatives, generator, ent.device)
         if candidates is not None:
-            neg = candidates[neg]
+            neg = candidates.to(ent.device)[neg]
         neg_scores = self.decoder.score_query(q, ent, neg)
         mask = (neg.unsqueeze(0) if shared_negatives else neg) == t.unsqueeze(1)
         return kge_loss(loss, pos, neg_scores, mask, temperature)
@@ -97,7 +98,8 @@ def train_epoch(
 ) -> float:
     """One pass over shuffled ``queries``; returns the mean batch loss."""
     model.train()
-    perm = torch.randperm(len(queries), generator=generator)
+    perm = torch.randperm(len(queries), generator=generator,
+                          device=generator.device if generator is not None else "cpu").to(queries.device)
     total, batches = 0.0, 0
     for s in range(0, len(queries), batch_size):
         batch = queries[perm[s:s + batch_size]]

@@ -15,6 +15,14 @@ chunk in the backward pass with the analytic gradient
 ``[B, N]``) are gathered chunk by chunk and their gradients scattered with ``index_add_``,
 so the ``[B, N, d]`` gathered tensor never exists either.
 
+Chunk size (``chunk_elements_for``): on the CPU, cache-sized chunks (the fastest there:
+the working set stays in cache). On CUDA, chunks are sized from the free device memory,
+so at paper sizes the whole batch is one chunk: a handful of large kernels per batch
+instead of thousands of tiny launches, which is what a GPU needs.
+
+Devices: an ``index`` on another device than the candidate table is moved to it, so CPU
+ids work with a CUDA table.
+
 Layout: vectors are ``[..., 2k]`` with the real parts first and the imaginary parts second
 (the RotatE code's ``torch.chunk(x, 2, dim=-1)`` convention). ``kind`` selects the
 per-coordinate distance: ``complex`` (modulus of each complex coordinate, RotatE), ``l1``
@@ -26,11 +34,34 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-#: elements of one chunk's ``[rows, N, d]`` working tensor (~4 MB of float32): small
-#: enough for a core's cache, large enough that per-op overhead is negligible.
+#: elements of one chunk's ``[rows, N, d]`` working tensor on the CPU (~4 MB of float32):
+#: small enough for a core's cache, large enough that per-op overhead is negligible.
 CHUNK_ELEMENTS = 1 << 20
+#: share of the free CUDA memory one chunk's working tensors may take
+CUDA_MEMORY_FRACTION = 0.5
+#: ``[rows, N, d]``-sized tensors alive at once in the backward pass (gathered candidates,
+#: difference, its square, the half-width scale): the divisor of the memory budget
+WORKING_COPIES = 4
 _EPS = 1e-12
 KINDS = ("complex", "l1", "l2")
+
+
+def chunk_elements_from_free(free_bytes: int, itemsize: int = 4) -> int:
+    """Elements of one chunk given ``free_bytes`` of device memory: ``CUDA_MEMORY_FRACTION``
+    of it shared by ``WORKING_COPIES`` working tensors, never below the CPU chunk."""
+    budget = int(free_bytes * CUDA_MEMORY_FRACTION) // (itemsize * WORKING_COPIES)
+    return max(CHUNK_ELEMENTS, budget)
+
+
+def chunk_elements_for(device: torch.device, itemsize: int = 4) -> int:
+    """The chunk size on ``device``: cache-sized on the CPU (``CHUNK_ELEMENTS``); on CUDA,
+    from the memory free for new tensors (the driver's free memory plus what PyTorch's
+    caching allocator holds unused), so a paper-size batch is a single chunk."""
+    if device.type != "cuda":
+        return CHUNK_ELEMENTS
+    free, _ = torch.cuda.mem_get_info(device)
+    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return chunk_elements_from_free(free + cached, itemsize)
 
 
 def _rows_per_chunk(n: int, d: int, chunk_elements: int) -> int:
@@ -113,14 +144,15 @@ class _PairwiseDistance(torch.autograd.Function):
 
 
 def pairwise_distance(
-    q: Tensor, c: Tensor, index: Tensor | None = None, kind: str = "complex", chunk_elements: int = CHUNK_ELEMENTS
+    q: Tensor, c: Tensor, index: Tensor | None = None, kind: str = "complex", chunk_elements: int | None = None
 ) -> Tensor:
     """Distances between queries and candidates, differentiable in ``q`` and ``c``.
 
     ``q``: ``[B, d]``; ``c``: ``[M, d]`` candidate table. ``index``: ``None`` (every row of
     ``c`` is a candidate for every query, output ``[B, M]``), a ``[N]`` long tensor (one
     shared candidate subset, ``[B, N]``) or a ``[B, N]`` long tensor (per-query candidates,
-    ``[B, N]``). See the module docstring for ``kind``.
+    ``[B, N]``). See the module docstring for ``kind``. ``chunk_elements``: elements of one
+    chunk's working tensor; ``None`` takes ``chunk_elements_for(q.device)``.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown distance kind '{kind}'; valid: {', '.join(KINDS)}")
@@ -132,12 +164,18 @@ def pairwise_distance(
         raise ValueError(f"per-query index has {index.shape[0]} rows for {q.shape[0]} queries")
     if q.dtype != c.dtype:
         c = c.to(q.dtype)
+    if index is not None and index.device != c.device:
+        index = index.to(c.device)
+    if chunk_elements is None:
+        chunk_elements = chunk_elements_for(q.device, q.element_size())
     return _PairwiseDistance.apply(q.contiguous(), c.contiguous(), index, kind, chunk_elements)
 
 
 def pairwise_distance_reference(q: Tensor, c: Tensor, index: Tensor | None = None, kind: str = "complex") -> Tensor:
     """The same quantity by plain broadcasting (autograd does the rest): the ground truth
     the fused kernel is tested against."""
+    if index is not None:
+        index = index.to(c.device)
     if index is None:
         cand = c.unsqueeze(0)
     elif index.dim() == 1:

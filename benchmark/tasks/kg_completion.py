@@ -97,17 +97,23 @@ class KGCompletion(Task):
                    entities: Tensor | Sequence[View] | None = None) -> Tensor:
         """KGE loss of tail queries ``[B, 3]`` against uniform negatives over the client's
         entities. ``entities`` (the model's entity table, or its list of views) may be
-        passed to reuse it. With several views every view scores the same negatives."""
+        passed to reuse it. With several views every view scores the same negatives.
+
+        Negatives are drawn by ``generator`` on its own device: a CUDA generator next to a
+        CUDA model means no host-to-device copy per batch; a CPU generator draws exactly the
+        numbers it always drew (copied to the model's device). Without a generator, the
+        global RNG of the model's device draws."""
         if entities is None:
             views = self.views(model, client)
         elif isinstance(entities, Tensor):
             views = [(model.decoder, entities)]
         else:
             views = list(entities)
-        h, r, t = queries[:, 0], queries[:, 1], queries[:, 2]
         n_ent = views[0][1].shape[0]
         device = views[0][1].device
-        neg = sample_negatives(len(queries), self.cfg.num_negatives, n_ent, False, generator, "cpu").to(device)
+        queries = queries.to(device)
+        h, r, t = queries[:, 0], queries[:, 1], queries[:, 2]
+        neg = sample_negatives(len(queries), self.cfg.num_negatives, n_ent, False, generator, device)
         mask = neg == t.unsqueeze(1)
         pos_all, neg_all = [], []
         for dec, ent in views:

@@ -1,0 +1,333 @@
+"""`bench kg`: KG-track training throughput and filtered evaluation time, harness vs a bare
+PyTorch RotatE step, in one process on the same data and sizes.
+
+Why a reference: a positives/s number alone does not say whether the harness is slow; the
+ratio to a plain vectorized step (no algorithm, task, views or fused kernel) does. The
+harness side is the engine's code path: an S-Ind client built by ``KGAlgorithm.new_model``
+and trained by the body of ``KGAlgorithm.local_train`` (``task.batch_loss``, the imputer
+and finiteness checks, an Adam step). Aten ops per training step are counted for both
+(a ``TorchDispatchMode``): on a GPU every op is at least one kernel launch, so the count
+predicts launch overhead even where it cannot be timed.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from benchmark.kge.ops import chunk_elements_for
+from benchmark.training import LocalLoop
+
+
+@dataclass
+class KGData:
+    """Triples in global ids and where they came from."""
+
+    source: str
+    num_entities: int
+    num_relations: int
+    train: Tensor
+    valid: Tensor
+    test: Tensor
+
+
+def load_bench_kg(root: str | None = None) -> KGData:
+    """Full FB15K-237 from the data root if present, else the embedded subset, else a synthetic KG."""
+    from benchmark.errors import BenchmarkError
+
+    try:
+        from data_prep.kg.fb15k237 import build_vocab, locate, read_triples_archive, to_id_tensor
+
+        path = locate("FB15k-237.tar.gz", root)
+        triples = read_triples_archive(path)
+        ents, rels = build_vocab(triples)
+        eid, rid = {e: i for i, e in enumerate(ents)}, {r: i for i, r in enumerate(rels)}
+        sp = {s: to_id_tensor(rows, eid, rid) for s, rows in triples.items()}
+        return KGData(f"FB15K-237 (full, {path})", len(ents), len(rels), sp["train"], sp["valid"], sp["test"])
+    except BenchmarkError:
+        pass
+    try:
+        from data_prep.kg.fb15k237_small import load_fb15k237_small
+
+        d = load_fb15k237_small()
+        return KGData("FB15K-237 embedded subset (full data not found)", d.num_entities, d.num_relations,
+                      d.train, d.valid, d.test)
+    except BenchmarkError:
+        from data_prep.kg.synthetic import make_synthetic_kg
+
+        d = make_synthetic_kg()
+        return KGData("synthetic KG (no FB15K-237 found)", d.num_entities, d.num_relations, d.train, d.valid, d.test)
+
+
+# --------------------------------------------------------------------------- the reference
+
+
+class BareRotatE(nn.Module):
+    """The reference: RotatE with per-query uniform negatives and softmax cross-entropy,
+    written as plain broadcasting (no chunking, no custom autograd)."""
+
+    def __init__(self, num_entities: int, num_relation_ids: int, dim: int, gamma: float, seed: int) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.rng, self.gamma, self.dim = (gamma + 2.0) / dim, gamma, dim
+        self.entity = nn.Parameter(torch.empty(num_entities, 2 * dim).uniform_(-self.rng, self.rng, generator=g))
+        self.relation = nn.Parameter(torch.empty(num_relation_ids, dim).uniform_(-self.rng, self.rng, generator=g))
+
+    def loss(self, batch: Tensor, num_negatives: int, gen: torch.Generator) -> Tensor:
+        h, r, t = batch[:, 0], batch[:, 1], batch[:, 2]
+        neg = torch.randint(0, self.entity.shape[0], (len(batch), num_negatives), generator=gen, device=gen.device)
+        phase = self.relation[r] * (math.pi / self.rng)
+        rot = torch.polar(torch.ones_like(phase), phase)
+        q = torch.view_as_complex(self.entity[h].view(-1, 2, self.dim).transpose(1, 2).contiguous()) * rot
+        cand = self.entity[torch.cat([t.unsqueeze(1), neg], 1)].view(len(batch), -1, 2, self.dim)
+        diff_re = q.real.unsqueeze(1) - cand[:, :, 0]
+        diff_im = q.imag.unsqueeze(1) - cand[:, :, 1]
+        score = self.gamma - (diff_re.square() + diff_im.square()).clamp_min(1e-30).sqrt().sum(-1)  # [B, 1 + N]
+        score = torch.cat([score[:, :1], score[:, 1:].masked_fill(neg == t.unsqueeze(1), float("-inf"))], 1)
+        return (torch.logsumexp(score, 1) - score[:, 0]).mean()
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts aten operator calls (forward, backward and optimizer alike)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_ops(step: Callable[[], object]) -> int:
+    """Aten ops of one call of ``step``."""
+    with OpCounter() as c:
+        step()
+    return c.count
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def median_seconds(steps: list[Callable[[], object]], device: torch.device, warmup: int, timed: int) -> list[float]:
+    """Median wall time of each step over ``timed`` calls after ``warmup`` calls; the steps
+    take turns, so a shared machine's load changes hit them alike."""
+    for _ in range(warmup):
+        for step in steps:
+            step()
+    times: list[list[float]] = [[] for _ in steps]
+    for _ in range(timed):
+        for step, out in zip(steps, times):
+            _sync(device)
+            t0 = time.perf_counter()
+            step()
+            _sync(device)
+            out.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
+
+
+@dataclass
+class KGSizes:
+    """Sizes of a bench run (defaults: the seed paper's setting)."""
+
+    dim: int = 256
+    batch: int = 1024
+    negatives: int = 256
+    gamma: float = 12.0
+    lr: float = 1e-3
+    eval_batch: int = 256
+    warmup: int = 2
+    timed: int = 5
+    seed: int = 0
+    eval_limit: int = 0  # test triples evaluated (0 = all)
+    block: int = 8  # batches per timed call: the harness loop reads the device once per call, as once per epoch
+
+    @property
+    def positives(self) -> int:
+        """Training positives of one timed call."""
+        return self.batch * self.block
+
+
+def deterministic_cost(step: Callable[[], object], seconds: float, device: torch.device, sizes: KGSizes) -> str:
+    """``step`` timed again with deterministic algorithms flipped, as a printable line (or
+    why it cannot run that way: some CUDA kernels have no deterministic variant)."""
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(not was)
+    try:
+        (flipped,) = median_seconds([step], device, 1, sizes.timed)
+    except RuntimeError as e:
+        return f"not runnable with the mode {'off' if was else 'on'}: {str(e).splitlines()[0]}"
+    finally:
+        torch.use_deterministic_algorithms(was)
+    on, off = (seconds, flipped) if was else (flipped, seconds)
+    return f"{sizes.positives / on:,.0f} vs {sizes.positives / off:,.0f} positives/s ({on / off:.2f}x time)"
+
+
+def harness_setup(data: KGData, sizes: KGSizes, device: torch.device):  # type: ignore[no-untyped-def]
+    """An S-Ind algorithm, its one client (every entity and relation), model and optimizer,
+    built the way the engine builds them."""
+    from baselines.kg.s_ind import SInd
+    from benchmark.algorithm import AlgoContext
+    from benchmark.config import build_run_config
+    from benchmark.tasks.kg_completion import KGCompletion
+    from data_prep.kg.federation import make_kg_client
+
+    run = build_run_config({"seed": sizes.seed, "algorithm": {"name": "s_ind"}, "train": {"lr": sizes.lr, "local_epochs": 1},
+                            "task": {"name": "kg_completion"}}, validate_components=False)
+    task = KGCompletion(KGCompletion.Config(dim=sizes.dim, gamma=sizes.gamma, num_negatives=sizes.negatives,
+                                            batch_size=sizes.batch, eval_batch=sizes.eval_batch))
+    ctx = AlgoContext(run=run, task=task, modalities=[], feature_dims={}, num_classes=0, num_clients=1, client_ids=[0],
+                      num_global_nodes=data.num_entities, device=device, seed=sizes.seed)
+    algo = SInd(None, ctx)
+    client = make_kg_client(0, torch.arange(data.num_entities), torch.arange(data.num_relations),
+                            (data.train, data.valid, data.test), {}, torch.zeros(data.num_entities, 0)).to(device)
+    model = algo.new_model(client)
+    opt = algo.optimizer(model, {})
+    return algo, task, client, model, opt
+
+
+def _next_batches(queries: Tensor, batch: int, block: int, pos: list[int]) -> list[Tensor]:
+    """``block`` successive batches of ``queries``, wrapping around."""
+    out = []
+    for _ in range(block):
+        s = pos[0]
+        pos[0] = (s + batch) % max(1, len(queries) - batch)
+        out.append(queries[s:s + batch])
+    return out
+
+
+def harness_step_fn(algo, client, model, opt, queries: Tensor, gen: torch.Generator,  # type: ignore[no-untyped-def]
+                    batch: int, block: int) -> Callable[[], object]:
+    """``block`` batches of the engine's own KG training: ``KGAlgorithm.batch_objective``
+    through the core loop (``LocalLoop``), which reads the device once per epoch; here an
+    epoch is the block, as a client's epoch is its many batches."""
+    loop, loss_fn, pos = LocalLoop(epochs=1), algo.batch_objective(client, model, gen), [0]
+
+    def step() -> object:
+        chunk = _next_batches(queries, batch, block, pos)
+        return loop.run(loss_fn, opt, [], cid=client.cid, batches=lambda _: chunk)
+
+    return step
+
+
+def reference_step_fn(ref: BareRotatE, opt: torch.optim.Optimizer, queries: Tensor, gen: torch.Generator,
+                      batch: int, negatives: int, block: int) -> Callable[[], object]:
+    """``block`` steps of the bare reference on successive batches of ``queries`` (no host
+    reads at all: the floor the harness is held against)."""
+    pos = [0]
+
+    def step() -> object:
+        for b in _next_batches(queries, batch, block, pos):
+            opt.zero_grad(set_to_none=True)
+            ref.loss(b, negatives, gen).backward()
+            opt.step()
+        return None
+
+    return step
+
+
+def reference_eval(ref: BareRotatE, triples: Tensor, known: Tensor, num_relations: int, eval_batch: int) -> float:
+    """Filtered MRR of both directions by plain tensor code (the reference's evaluation):
+    a dense ``[B, E]`` score matrix per batch, known answers masked by a dense lookup."""
+    E, R = ref.entity.shape[0], num_relations
+    dev = ref.entity.device
+    k = known.to(dev)
+    keys = torch.cat([(k[:, 0] * 2 * R + k[:, 1]) * E + k[:, 2], (k[:, 2] * 2 * R + k[:, 1] + R) * E + k[:, 0]]).unique()
+    t = triples.to(dev)
+    qs = torch.cat([t, torch.stack([t[:, 2], t[:, 1] + R, t[:, 0]], 1)])
+    ent = ref.entity.detach().view(E, 2, ref.dim)
+    total = 0.0
+    with torch.no_grad():
+        for s in range(0, len(qs), eval_batch):
+            q3 = qs[s:s + eval_batch]
+            phase = ref.relation[q3[:, 1]] * (math.pi / ref.rng)
+            h = ent[q3[:, 0]]
+            qr = h[:, 0] * phase.cos() - h[:, 1] * phase.sin()
+            qi = h[:, 0] * phase.sin() + h[:, 1] * phase.cos()
+            rows = max(1, chunk_elements_for(dev) // (E * ref.dim))  # [rows, E, k] temporaries sized like the harness's
+            score = torch.cat([ref.gamma - ((qr[i:i + rows, None] - ent[:, 0]).square()
+                                            + (qi[i:i + rows, None] - ent[:, 1]).square()).sqrt().sum(-1)
+                               for i in range(0, len(q3), rows)])
+            cand = (q3[:, 0] * 2 * R + q3[:, 1]).unsqueeze(1) * E + torch.arange(E, device=dev)
+            pos = torch.searchsorted(keys, cand).clamp_max(len(keys) - 1)
+            is_known = keys[pos] == cand
+            is_known[torch.arange(len(q3), device=dev), q3[:, 2]] = False
+            target = score.gather(1, q3[:, 2:3])
+            score = score.masked_fill(is_known, float("-inf"))
+            rank = 1 + (score > target).sum(1) + 0.5 * ((score == target).sum(1) - 1)
+            total += float((1.0 / rank.double()).sum())
+    return total / max(1, len(qs))
+
+
+def bench_kg(device: str = "auto", sizes: KGSizes | None = None, root: str | None = None) -> dict:
+    """Measure and print harness vs reference; returns the numbers."""
+    from tabulate import tabulate
+
+    from benchmark.kge import FilterIndex, evaluate_filtered, make_queries, views_scorer
+
+    sizes = sizes or KGSizes()
+    dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device))
+    data = load_bench_kg(root)
+    if sizes.eval_limit > 0:
+        data.test = data.test[:sizes.eval_limit]
+    queries = make_queries(data.train, data.num_relations)
+    perm = torch.randperm(len(queries), generator=torch.Generator().manual_seed(sizes.seed))
+    queries = queries[perm].to(dev)
+
+    algo, task, client, model, opt = harness_setup(data, sizes, dev)
+    h_gen = torch.Generator(device=dev).manual_seed(sizes.seed)
+    h_step = harness_step_fn(algo, client, model, opt, queries, h_gen, sizes.batch, sizes.block)
+    ref = BareRotatE(data.num_entities, 2 * data.num_relations, sizes.dim, sizes.gamma, sizes.seed).to(dev)
+    r_opt = torch.optim.Adam(ref.parameters(), lr=sizes.lr)
+    r_gen = torch.Generator(device=dev).manual_seed(sizes.seed)
+    r_step = reference_step_fn(ref, r_opt, queries, r_gen, sizes.batch, sizes.negatives, sizes.block)
+
+    h_step(), r_step()  # the first step creates Adam's state: count a steady-state step
+    h_ops, r_ops = count_ops(h_step) / sizes.block, count_ops(r_step) / sizes.block  # per training step
+    h_s, r_s = median_seconds([h_step, r_step], dev, sizes.warmup, sizes.timed)
+    det_line = deterministic_cost(h_step, h_s, dev, sizes)
+
+    _sync(dev)
+    t0 = time.perf_counter()
+    model.eval()
+    with torch.no_grad():
+        index = FilterIndex(client.known_triples(), client.num_entities, client.num_relations)
+        h_mrr = evaluate_filtered(views_scorer(task.views(model, client)), client.test_triples, index, None,
+                                  sizes.eval_batch)["mrr"]
+    model.train()
+    _sync(dev)
+    h_eval = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    r_mrr = reference_eval(ref, data.test, torch.cat([data.train, data.valid, data.test]), data.num_relations, sizes.eval_batch)
+    _sync(dev)
+    r_eval = time.perf_counter() - t0
+
+    print(f"bench kg: {data.source}: {data.num_entities} entities, {data.num_relations} relations, "
+          f"{len(queries)} training queries (triples + inverses); RotatE complex dim {sizes.dim}, batch {sizes.batch}, "
+          f"{sizes.negatives} negatives per query, softmax CE; {len(data.test)} test triples evaluated; device {dev}, torch threads {torch.get_num_threads()}, "
+          f"matmul precision {torch.get_float32_matmul_precision()}, deterministic {torch.are_deterministic_algorithms_enabled()}; "
+          f"median of {sizes.timed} blocks of {sizes.block} batches after {sizes.warmup} warm-up")
+    rows = [
+        ["harness (S-Ind client: batch_objective through the core loop)", f"{sizes.positives / h_s:,.0f}", f"{h_ops:,.0f}", f"{h_eval:.2f}",
+         f"{h_mrr:.4f}"],
+        ["bare PyTorch RotatE reference", f"{sizes.positives / r_s:,.0f}", f"{r_ops:,.0f}", f"{r_eval:.2f}", f"{r_mrr:.4f}"],
+        ["ratio harness / reference", f"{r_s / h_s:.2f}x", f"{h_ops / r_ops:.2f}x", f"{h_eval / r_eval:.2f}x", ""],
+    ]
+    print(tabulate(rows, headers=["run", "positives/s", "aten ops / step", "test eval s (filtered, both directions)", "test MRR"],
+                   tablefmt="github"))
+    print(f"train.deterministic cost (harness step, torch.use_deterministic_algorithms on vs off): {det_line}")
+    return {"source": data.source, "device": str(dev), "harness_pos_per_s": sizes.positives / h_s,
+            "reference_pos_per_s": sizes.positives / r_s, "harness_ops": h_ops, "reference_ops": r_ops,
+            "harness_eval_s": h_eval, "reference_eval_s": r_eval, "deterministic": det_line}
