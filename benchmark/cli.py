@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--dim", type=int, default=256, help="kg: complex dimension k (entities 2k wide)")
     b.add_argument("--batch", type=int, default=1024, help="kg: training queries per batch")
     b.add_argument("--negatives", type=int, default=256, help="kg: uniform negatives per query")
-    b.add_argument("--timed", type=int, default=5, help="kg: timed batches (median reported)")
-    b.add_argument("--warmup", type=int, default=2, help="kg: warm-up batches")
+    b.add_argument("--timed", type=int, default=5, help="kg: timed blocks of 8 batches (median reported)")
+    b.add_argument("--warmup", type=int, default=2, help="kg: warm-up blocks")
     b.add_argument("--eval-limit", type=int, default=0, help="kg: test triples evaluated (0 = all)")
     b.add_argument("--data-root", default=None, help="kg: where FB15k-237.tar.gz is (else $FEDMM_DATA_ROOT, the mirror)")
 

@@ -26,6 +26,7 @@ from benchmark.algorithm import AlgoContext, Algorithm, Broadcast, NonFiniteLoss
 from benchmark.comm import Ledger, Payload, RawDataFingerprint
 from benchmark.config import RunConfig, component_config
 from benchmark.determinism import DeterminismWatch, configure as configure_determinism
+from benchmark.precision import apply_matmul_precision
 from benchmark.errors import BenchmarkError
 from benchmark.federation import ClientData, FederatedData, build_federation
 from benchmark.memory import PeakMemory
@@ -108,7 +109,7 @@ class Engine:
         self.cfg = cfg
         self.device = resolve_device(cfg.train.device)
         configure_determinism(cfg.train.deterministic)
-        torch.set_float32_matmul_precision(cfg.train.matmul_precision)
+        apply_matmul_precision(cfg.train.matmul_precision)
         seed_everything(cfg.seed)
         if fed is None:
             fed = build_federation(cfg)  # the builder data_prep registered (the core does not import it)

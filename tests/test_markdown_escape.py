@@ -58,3 +58,11 @@ def test_leaderboard_escapes_hostile_algorithm_names(tmp_path: Path):
     assert any("fed\\|avg" in r for r in table_rows)
     failed = [ln for ln in md.splitlines() if ln.startswith("- failed seeds of")]
     assert failed and all("<" not in ln and "\n" not in ln for ln in failed)
+
+
+def test_prose_escape_keeps_authored_text_readable_but_inert():
+    from benchmark.report.markdown import md_escape_prose
+
+    out = md_escape_prose("FB15K-237 -> Ele-fashion, $\\alpha$ = 0.5, `sweep` | <b>x</b>")
+    assert "->" in out and "$\\alpha$" in out and "`sweep`" in out      # as the suite author wrote it
+    assert re.search(r"(?<!\\)\|", out) is None and "<" not in out         # no new column, no tag

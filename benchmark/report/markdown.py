@@ -18,6 +18,13 @@ _REPLACEMENTS = (
 )
 
 
+def md_escape_prose(text: object) -> str:
+    """Lighter escaping for text the project writes (suite captions, labels, footnotes):
+    no table-cell break and no tag, but ``->``, ``$\\alpha$``, emphasis and code spans stay
+    readable in the raw file as their authors wrote them."""
+    return str(text).replace("|", "\\|").replace("<", "&lt;")
+
+
 def md_escape(text: object) -> str:
     """``text`` as inert markdown on one line: no table-cell break, tag, code span or emphasis."""
     out = " ".join(str(text).splitlines())

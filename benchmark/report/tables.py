@@ -28,7 +28,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from benchmark.errors import ConfigError, DataError, closest
-from benchmark.report.markdown import md_escape as _md_escape
+from benchmark.report.markdown import md_escape_prose as _md_escape
 from benchmark.report.records import (
     AVAILABILITY_PREFIX,
     STD_DDOF,

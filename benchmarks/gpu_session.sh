@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The GPU checks of the "paper scale on a GPU" work, in one command for one device call.
+#
+# A session is lent a GPU for 30 minutes at most (../shared/docs/GPU.md), so everything that
+# needs one runs here, in order of value, each step's log written under $OUT as it goes (what
+# is there comes back even if the call is cut off):
+#   1. the test suite on CUDA (pytest --device cuda): pass/fail counts;
+#   2. bench kg on CUDA: harness vs bare RotatE, positives/s, aten ops, filtered eval seconds;
+#   3. bench (graph FedAvg) on CUDA: harness over bare loop;
+#   4. one paper-scale round of MMFedE and of MMFeD3-HidE on FB15K-237 Fed3 (seconds per round).
+#
+# Before the call, here (see GPU.md): copy the FB15K-237 files into .gpu/data and carry it:
+#   echo /.gpu/ >> .git/info/exclude; mkdir -p .gpu/data/fb15k237
+#   cp ../shared/data/fb15k237/{FB15k-237.tar.gz,FB15k_mid2name.txt,entity2wikidata.json,FB15K_NumericalTriples.txt} .gpu/data/fb15k237/
+#   cp ../shared/data/SHA256SUMS .gpu/data/
+# Then run: bash benchmarks/gpu_session.sh   (carry: [".gpu"])
+# STEPS="1 2" runs a subset; DEVICE=cpu and SMALL=1 try the script itself on a CPU machine.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/fedmm_gpu_session}
+DEVICE=${DEVICE:-cuda}
+STEPS=${STEPS:-"1 2 3 4"}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+[ -d .gpu/data ] && export FEDMM_DATA_ROOT=$PWD/.gpu/data
+PY=${PY:-python3}
+"$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | tee "$OUT/device.txt"
+
+small() { [ "${SMALL:-0}" = "1" ]; }
+
+for step in $STEPS; do
+  case "$step" in
+    1)
+      tests=(); small && tests=(tests/test_training_loop.py tests/test_determinism.py tests/test_checkpoint.py)
+      "$PY" -m pytest --device "$DEVICE" -q -p no:cacheprovider "${tests[@]}" 2>&1 | tee "$OUT/pytest_$DEVICE.log" | tail -5
+      ;;
+    2)
+      extra=(); small && extra=(--dim 32 --batch 256 --negatives 32 --timed 2 --warmup 1 --eval-limit 100)
+      "$PY" run_benchmark.py bench kg --device "$DEVICE" "${extra[@]}" 2>&1 | tee "$OUT/bench_kg_$DEVICE.log"
+      ;;
+    3)
+      extra=(); small && extra=(--nodes 2000 --rounds 3)
+      "$PY" run_benchmark.py bench --device "$DEVICE" "${extra[@]}" 2>&1 | tee "$OUT/bench_graph_$DEVICE.log"
+      ;;
+    4)
+      for algo in "mmfede imputer=none" "mmfed3 imputer=hide"; do
+        set -- $algo
+        sets=(--set dataset.name=fb15k237 --set dataset.text_encoder=hashing --set partition.name=relation_id
+              --set partition.num_clients=3 --set missing.name=kg_items --set missing.rate=0.5 --set task.name=kg_completion
+              --set task.decoder=rotate --set task.dim=256 --set task.num_negatives=256 --set task.batch_size=1024
+              --set train.local_epochs=3 --set train.rounds=2 --set train.lr=0.001 --set train.device="$DEVICE"
+              --set algorithm.name="$1" --set algorithm."$2")
+        small && sets+=(--set dataset.name=fb15k237_small --set task.dim=16 --set task.num_negatives=32 --set train.local_epochs=1)
+        "$PY" run_benchmark.py run "${sets[@]}" --out "$OUT/paper_round_$1.jsonl" 2>&1 | tee "$OUT/paper_round_$1.log" | tail -4
+      done
+      ;;
+  esac
+done
+echo "logs in $OUT"
