@@ -5,7 +5,9 @@ the same clients and model, with no engine, ledger or audit. Their ratio is the 
 overhead. Medians over rounds; round 0 (warm-up) excluded when there are more rounds.
 The reference loop also runs with ``torch.use_deterministic_algorithms`` on and off: the
 cost of ``train.deterministic`` (about nothing on the CPU; deterministic CUDA kernels, such
-as sorted scatter-adds, can be slower). The KG track has its own bench: ``benchmark.bench_kg``.
+as sorted scatter-adds, can be slower). The KG track has its own bench: ``benchmark.bench_kg``
+measures, and ``run_bench_kg`` here loads the data and builds the engine's client for it (a
+verb module may reach the data and algorithm layers; the core modules may not).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 import torch
 from tabulate import tabulate
 
+from benchmark.bench_kg import KGData, KGSizes, bench_kg
 from benchmark.config import load_config
 from benchmark.engine import Engine, seed_everything
 from benchmark.memory import PeakMemory
@@ -97,3 +100,69 @@ def bench_fedavg(num_nodes: int = 20000, num_clients: int = 10, rounds: int = 5,
     return {"seconds_per_round": ours, "reference_seconds_per_round": ref, "peak_memory_mb": record["peak_memory_mb"],
             "reference_peak_memory_mb": ref_mem, "bytes_per_round": record["bytes_per_round"],
             "deterministic_time_ratio": det_ratio}
+
+
+# --------------------------------------------------------------------------- bench kg: the wiring
+# (this verb module may import the data and algorithm layers; the measuring lives in the
+# core module benchmark/bench_kg.py, which does not)
+
+
+def load_bench_kg(root: str | None = None) -> KGData:
+    """Full FB15K-237 from the data root if present, else the embedded subset, else a synthetic KG."""
+    from benchmark.errors import BenchmarkError
+
+    try:
+        from data_prep.kg.fb15k237 import build_vocab, locate, read_triples_archive, to_id_tensor
+
+        path = locate("FB15k-237.tar.gz", root)
+        triples = read_triples_archive(path)
+        ents, rels = build_vocab(triples)
+        eid, rid = {e: i for i, e in enumerate(ents)}, {r: i for i, r in enumerate(rels)}
+        sp = {s: to_id_tensor(rows, eid, rid) for s, rows in triples.items()}
+        return KGData(f"FB15K-237 (full, {path})", len(ents), len(rels), sp["train"], sp["valid"], sp["test"])
+    except BenchmarkError:
+        pass
+    try:
+        from data_prep.kg.fb15k237_small import load_fb15k237_small
+
+        d = load_fb15k237_small()
+        return KGData("FB15K-237 embedded subset (full data not found)", d.num_entities, d.num_relations,
+                      d.train, d.valid, d.test)
+    except BenchmarkError:
+        from data_prep.kg.synthetic import make_synthetic_kg
+
+        d = make_synthetic_kg()
+        return KGData("synthetic KG (no FB15K-237 found)", d.num_entities, d.num_relations, d.train, d.valid, d.test)
+
+
+def kg_harness_setup(data: KGData, sizes: KGSizes, device: torch.device):  # type: ignore[no-untyped-def]
+    """An S-Ind algorithm, its one client (every entity and relation), model and optimizer,
+    built the way the engine builds them."""
+    from baselines.kg.s_ind import SInd
+    from benchmark.algorithm import AlgoContext
+    from benchmark.config import build_run_config
+    from benchmark.tasks.kg_completion import KGCompletion
+    from data_prep.kg.federation import make_kg_client
+
+    run = build_run_config({"seed": sizes.seed, "algorithm": {"name": "s_ind"}, "train": {"lr": sizes.lr, "local_epochs": 1},
+                            "task": {"name": "kg_completion"}}, validate_components=False)
+    task = KGCompletion(KGCompletion.Config(dim=sizes.dim, gamma=sizes.gamma, num_negatives=sizes.negatives,
+                                            batch_size=sizes.batch, eval_batch=sizes.eval_batch))
+    ctx = AlgoContext(run=run, task=task, modalities=[], feature_dims={}, num_classes=0, num_clients=1, client_ids=[0],
+                      num_global_nodes=data.num_entities, device=device, seed=sizes.seed)
+    algo = SInd(None, ctx)
+    client = make_kg_client(0, torch.arange(data.num_entities), torch.arange(data.num_relations),
+                            (data.train, data.valid, data.test), {}, torch.zeros(data.num_entities, 0)).to(device)
+    model = algo.new_model(client)
+    opt = algo.optimizer(model, {})
+    return algo, task, client, model, opt
+
+
+def run_bench_kg(device: str = "auto", sizes: KGSizes | None = None, root: str | None = None) -> dict:
+    """``bench kg``: load the KG, build the engine's S-Ind client on the device, measure."""
+    sizes = sizes or KGSizes()
+    dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device))
+    data = load_bench_kg(root)
+    if sizes.eval_limit > 0:
+        data.test = data.test[:sizes.eval_limit]
+    return bench_kg(data, kg_harness_setup(data, sizes, dev), sizes, dev)

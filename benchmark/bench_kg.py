@@ -4,8 +4,8 @@ PyTorch RotatE step, in one process on the same data and sizes.
 Why a reference: a positives/s number alone does not say whether the harness is slow; the
 ratio to a plain vectorized step (no algorithm, task, views or fused kernel) does. The
 harness side is the engine's code path: an S-Ind client built by ``KGAlgorithm.new_model``
-and trained by the body of ``KGAlgorithm.local_train`` (``task.batch_loss``, the imputer
-and finiteness checks, an Adam step). Aten ops per training step are counted for both
+and trained by ``KGAlgorithm.batch_objective`` through the core loop (``LocalLoop``), in
+blocks of ``KGSizes.block`` batches read back once per block as an epoch is. Aten ops per training step are counted for both
 (a ``TorchDispatchMode``): on a GPU every op is at least one kernel launch, so the count
 predicts launch overhead even where it cannot be timed.
 """
@@ -36,34 +36,6 @@ class KGData:
     train: Tensor
     valid: Tensor
     test: Tensor
-
-
-def load_bench_kg(root: str | None = None) -> KGData:
-    """Full FB15K-237 from the data root if present, else the embedded subset, else a synthetic KG."""
-    from benchmark.errors import BenchmarkError
-
-    try:
-        from data_prep.kg.fb15k237 import build_vocab, locate, read_triples_archive, to_id_tensor
-
-        path = locate("FB15k-237.tar.gz", root)
-        triples = read_triples_archive(path)
-        ents, rels = build_vocab(triples)
-        eid, rid = {e: i for i, e in enumerate(ents)}, {r: i for i, r in enumerate(rels)}
-        sp = {s: to_id_tensor(rows, eid, rid) for s, rows in triples.items()}
-        return KGData(f"FB15K-237 (full, {path})", len(ents), len(rels), sp["train"], sp["valid"], sp["test"])
-    except BenchmarkError:
-        pass
-    try:
-        from data_prep.kg.fb15k237_small import load_fb15k237_small
-
-        d = load_fb15k237_small()
-        return KGData("FB15K-237 embedded subset (full data not found)", d.num_entities, d.num_relations,
-                      d.train, d.valid, d.test)
-    except BenchmarkError:
-        from data_prep.kg.synthetic import make_synthetic_kg
-
-        d = make_synthetic_kg()
-        return KGData("synthetic KG (no FB15K-237 found)", d.num_entities, d.num_relations, d.train, d.valid, d.test)
 
 
 # --------------------------------------------------------------------------- the reference
@@ -175,29 +147,6 @@ def deterministic_cost(step: Callable[[], object], seconds: float, device: torch
     return f"{sizes.positives / on:,.0f} vs {sizes.positives / off:,.0f} positives/s ({on / off:.2f}x time)"
 
 
-def harness_setup(data: KGData, sizes: KGSizes, device: torch.device):  # type: ignore[no-untyped-def]
-    """An S-Ind algorithm, its one client (every entity and relation), model and optimizer,
-    built the way the engine builds them."""
-    from baselines.kg.s_ind import SInd
-    from benchmark.algorithm import AlgoContext
-    from benchmark.config import build_run_config
-    from benchmark.tasks.kg_completion import KGCompletion
-    from data_prep.kg.federation import make_kg_client
-
-    run = build_run_config({"seed": sizes.seed, "algorithm": {"name": "s_ind"}, "train": {"lr": sizes.lr, "local_epochs": 1},
-                            "task": {"name": "kg_completion"}}, validate_components=False)
-    task = KGCompletion(KGCompletion.Config(dim=sizes.dim, gamma=sizes.gamma, num_negatives=sizes.negatives,
-                                            batch_size=sizes.batch, eval_batch=sizes.eval_batch))
-    ctx = AlgoContext(run=run, task=task, modalities=[], feature_dims={}, num_classes=0, num_clients=1, client_ids=[0],
-                      num_global_nodes=data.num_entities, device=device, seed=sizes.seed)
-    algo = SInd(None, ctx)
-    client = make_kg_client(0, torch.arange(data.num_entities), torch.arange(data.num_relations),
-                            (data.train, data.valid, data.test), {}, torch.zeros(data.num_entities, 0)).to(device)
-    model = algo.new_model(client)
-    opt = algo.optimizer(model, {})
-    return algo, task, client, model, opt
-
-
 def _next_batches(queries: Tensor, batch: int, block: int, pos: list[int]) -> list[Tensor]:
     """``block`` successive batches of ``queries``, wrapping around."""
     out = []
@@ -271,22 +220,19 @@ def reference_eval(ref: BareRotatE, triples: Tensor, known: Tensor, num_relation
     return total / max(1, len(qs))
 
 
-def bench_kg(device: str = "auto", sizes: KGSizes | None = None, root: str | None = None) -> dict:
-    """Measure and print harness vs reference; returns the numbers."""
+def bench_kg(data: KGData, harness: tuple, sizes: KGSizes, dev: torch.device) -> dict:
+    """Measure and print the engine's KG step (``harness``: algorithm, task, client, model
+    and optimizer, built by the ``bench`` verb the way the engine builds them) against the
+    bare reference on ``data``; returns the numbers."""
     from tabulate import tabulate
 
     from benchmark.kge import FilterIndex, evaluate_filtered, make_queries, views_scorer
 
-    sizes = sizes or KGSizes()
-    dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device))
-    data = load_bench_kg(root)
-    if sizes.eval_limit > 0:
-        data.test = data.test[:sizes.eval_limit]
     queries = make_queries(data.train, data.num_relations)
     perm = torch.randperm(len(queries), generator=torch.Generator().manual_seed(sizes.seed))
     queries = queries[perm].to(dev)
 
-    algo, task, client, model, opt = harness_setup(data, sizes, dev)
+    algo, task, client, model, opt = harness
     h_gen = torch.Generator(device=dev).manual_seed(sizes.seed)
     h_step = harness_step_fn(algo, client, model, opt, queries, h_gen, sizes.batch, sizes.block)
     ref = BareRotatE(data.num_entities, 2 * data.num_relations, sizes.dim, sizes.gamma, sizes.seed).to(dev)

@@ -243,11 +243,12 @@ def cmd_bench(a: argparse.Namespace) -> int:
         torch.set_num_threads(a.threads)
     apply_matmul_precision(a.matmul_precision)
     if a.target == "kg":
-        from benchmark.bench_kg import KGSizes, bench_kg
+        from benchmark.bench import run_bench_kg
+        from benchmark.bench_kg import KGSizes
 
         if min(a.dim, a.batch, a.negatives, a.timed) < 1 or a.warmup < 0 or a.eval_limit < 0:
             raise BenchmarkError("bench kg: --dim, --batch, --negatives and --timed must be >= 1; --warmup, --eval-limit >= 0")
-        bench_kg(a.device, KGSizes(dim=a.dim, batch=a.batch, negatives=a.negatives, timed=a.timed, warmup=a.warmup,
+        run_bench_kg(a.device, KGSizes(dim=a.dim, batch=a.batch, negatives=a.negatives, timed=a.timed, warmup=a.warmup,
                                    eval_limit=a.eval_limit), root=a.data_root)
         return 0
     from benchmark.bench import bench_fedavg
