@@ -254,3 +254,19 @@ def test_covers_every_declared_pair():
     pairs = [(n, t) for n in ALGORITHMS.names() for t in ALGORITHMS.get(n).tasks if t in HELD_OUT_TASKS]
     assert len(pairs) >= 60
     assert set(KNOWN_LEAKS) <= set(pairs), "a KNOWN_LEAKS entry names a pair no algorithm declares"
+
+
+@pytest.mark.parametrize("task_name", ["retrieval", "matching"])
+def test_paired_training_view_hides_exactly_the_heldout_pairs(task_name, tiny):
+    task = TASKS.get(task_name)()
+    c = tiny.clients[0]
+    v = task.training_view(c)
+    held = c.val_mask | c.test_mask
+    for j in task.modalities(c):
+        m = c.modalities[j]
+        assert not v.available[held, j].any() and not v.features[m][held].any()
+        assert torch.equal(v.available[~held, j], c.available[~held, j])
+        assert torch.equal(v.features[m][~held], c.features[m][~held])
+    assert torch.equal(v.edge_index, c.edge_index) and torch.equal(task.training_nodes(v), task.training_nodes(c))
+    w = task.training_view(v)
+    assert all(torch.equal(w.features[m], v.features[m]) for m in v.modalities)
