@@ -270,3 +270,4 @@ def test_paired_training_view_hides_exactly_the_heldout_pairs(task_name, tiny):
     assert torch.equal(v.edge_index, c.edge_index) and torch.equal(task.training_nodes(v), task.training_nodes(c))
     w = task.training_view(v)
     assert all(torch.equal(w.features[m], v.features[m]) for m in v.modalities)
+    assert task.training_view(v) is v

@@ -101,18 +101,21 @@ class PairedModalityTask(Task):
         """The client without the held-out pairs: the query and gallery rows of every
         validation/test node zeroed and marked unavailable (see the module docstring).
 
-        Idempotent, so a view of a view is the same view.
+        Idempotent: the view of a view is that view itself (the same tensors), so an
+        algorithm may pass its training view to the task's loss.
         """
         held = self.held_out_nodes(client)
-        if not bool(held.any()):
-            return client
         features = dict(client.features)
-        available = client.available.clone()
+        available = client.available
+        changed = False
         for j in self.modalities(client):
             m = client.modalities[j]
-            features[m] = features[m].masked_fill(held.unsqueeze(1), 0.0)
-            available[:, j] &= ~held
-        return dataclasses.replace(client, features=features, available=available)
+            if bool(available[held, j].any()) or bool(features[m][held].any()):
+                if not changed:
+                    available, changed = available.clone(), True
+                features[m] = features[m].masked_fill(held.unsqueeze(1), 0.0)
+                available[:, j] &= ~held
+        return dataclasses.replace(client, features=features, available=available) if changed else client
 
     def training_nodes(self, client: ClientData) -> Tensor:
         """Training nodes holding both modalities (the pairs the loss trains on)."""
