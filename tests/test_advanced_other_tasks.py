@@ -1,6 +1,7 @@
 """FedPub, FedIIH and FedGTA beyond node classification: each new (algorithm, task) pair
 beats the trivial reference and passes the ledger audit; FedGTA's label-free statistics on
-link prediction never see a held-out edge; FedIIH's ELBO sees the full client.
+link prediction never see a held-out edge; FedIIH's ELBO sees the task's training view (all
+edges and modalities except the validation/test nodes' held-out pairs).
 
 Same tiny Louvain federation (32-d features) as ``test_multimodal_fl.py``.
 """
@@ -17,11 +18,15 @@ PAIRS = [("fedpub", "link_pred"), ("fedpub", "retrieval"), ("fedpub", "matching"
          ("fediih", "retrieval"), ("fediih", "matching"),
          ("fedgta", "link_pred"), ("fedgta", "retrieval"), ("fedgta", "matching")]
 ROUNDS = {"link_pred": 6, "retrieval": 12, "matching": 6}
+# FedIIH on matching cleared 0.6 only while the paired tasks trained on their val/test pairs
+# (message passing over those rows); without them it scores test AUC 0.57 here at 6 and at
+# 12 rounds (FedAvg: 0.72), so its floor is "above chance", not the common 0.6.
+AUC_FLOOR = {("fediih", "matching"): 0.55}
 
 
 @pytest.mark.parametrize(("algo", "task"), PAIRS, ids=lambda v: v)
 def test_other_task_beats_trivial_reference_and_passes_audit(algo, task, pair_fed):
-    assert_beats_trivial_reference(algo, task, pair_fed, ROUNDS[task])
+    assert_beats_trivial_reference(algo, task, pair_fed, ROUNDS[task], auc_floor=AUC_FLOOR.get((algo, task), 0.6))
 
 
 def _keys(edges: torch.Tensor, n: int) -> set[int]:
@@ -54,7 +59,7 @@ def test_fedgta_link_pred_moments_use_training_edges_only(pair_fed):
 
 
 @pytest.mark.parametrize("task", ["retrieval", "matching"])
-def test_fediih_elbo_sees_the_full_client(task, pair_fed, monkeypatch):
+def test_fediih_elbo_sees_the_training_view(task, pair_fed, monkeypatch):
     cache, fed = pair_fed
     engine, algo = _algo(_pair_cfg("fediih", task, cache), fed)
     seen, calls = [], []
@@ -77,8 +82,15 @@ def test_fediih_elbo_sees_the_full_client(task, pair_fed, monkeypatch):
 
     monkeypatch.setattr(state["model"], "forward", spy_forward)
     up = algo.client_update(client, state, received, 0)
-    assert seen and all(c is client for c in seen)  # both modalities, all edges
+    view = algo.ctx.task.training_view(client)
     qi, gi = algo.ctx.task.modalities(client)
+    held = client.val_mask | client.test_mask
+    assert held.any() and client.available[held][:, [qi, gi]].any()  # the premise: there is something to hide
+    for c in seen:  # all edges, both modalities, except the held-out pairs
+        assert torch.equal(c.edge_index, client.edge_index) and torch.equal(c.available, view.available)
+        assert not c.available[held][:, [qi, gi]].any()
+        assert all(torch.equal(c.features[m], view.features[m]) for m in client.modalities)
+    assert seen
     # the task loss calls the model on single-modality views only
     assert calls and all(int(c[qi] > 0) + int(c[gi] > 0) == 1 for c in calls)
     assert torch.isfinite(up["posterior_mu"]).all() and torch.isfinite(up["posterior_logvar"]).all()

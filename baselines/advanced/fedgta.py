@@ -109,7 +109,8 @@ class FedGTA(ModelAlgorithm):
     assignment is the softmax of the model's output embedding on the full client (both
     modalities present), with no one-hot rows, propagated over the graph the task trains
     on (link prediction: the training edges only, never held-out ones; paired tasks: the
-    client's edges); the same moments and confidence follow.
+    client's edges, with the validation/test nodes' query and gallery rows hidden as the
+    task's training view hides them); the same moments and confidence follow.
     """
 
     Config = FedGTAConfig
@@ -134,9 +135,12 @@ class FedGTA(ModelAlgorithm):
         return hybrid_moments(raw, cfg.moments), confidence(dis, degree).reshape(1)
 
     def statistics_graph(self, client: ClientData) -> ClientData:
-        """The client whose graph the label-free statistics propagate over: on link prediction
-        its training edges only (never a validation or test edge), else the client itself."""
-        return dataclasses.replace(client, edge_index=self.ctx.task.known_edges(client))
+        """The client the label-free statistics are computed on: the task's training view
+        (retrieval, matching: no validation/test node's query or gallery row) with the edges
+        the task lets an algorithm know (link prediction: training edges only, never a
+        validation or test edge), else the client itself."""
+        task = self.ctx.task
+        return dataclasses.replace(task.training_view(client), edge_index=task.known_edges(client))
 
     def label_free_statistics(self, model: nn.Module, graph: ClientData) -> tuple[Tensor, Tensor]:
         """Moments and confidence without labels: softmax of the output embedding on ``graph``

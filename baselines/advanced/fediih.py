@@ -200,7 +200,8 @@ class FedIIH(ModelAlgorithm):
       the rows S^k_i. Personalized evaluation (each client's own model after training).
     * Retrieval and matching (FedMPO Table 1 reports FedIIH there): the CE is replaced by the
       task's loss on the single-modality views; the ELBO and the uploaded posteriors use the
-      full client (both modalities, all its edges: these tasks hold no edge out). Link
+      task's training view (all its edges, as these tasks hold no edge out; every modality
+      except the validation/test nodes' held-out query and gallery rows). Link
       prediction stays undeclared, as FedMPO reports it N/A: the ELBO's edge reconstruction
       is a link predictor of its own. [guess] On these tasks dropout sits where the shared
       MultimodalGNN puts it (fused input, between routing layers), not also after the factor
@@ -261,19 +262,20 @@ class FedIIH(ModelAlgorithm):
         prior, prior_opt = self._prior(state, model)
         global_prior = received.get("prior")
         model.train()
+        view = self.ctx.task.training_view(client)  # paired tasks: no val/test pair (node_cls: the client)
 
         def loss_fn() -> Tensor:
-            x = model.embed(client)
-            loss = self._task_loss(model, client, x)
+            x = model.embed(view)
+            loss = self._task_loss(model, view, x)
             if self.cfg.vae_weight > 0:
-                loss = loss + self.cfg.vae_weight * self.neg_elbo(model, client, x, prior, global_prior)
+                loss = loss + self.cfg.vae_weight * self.neg_elbo(model, view, x, prior, global_prior)
             return loss
 
         # the prior steps with the model; only the model's gradient norm is clipped
         LocalLoop.from_train(self.ctx.run.train).run(loss_fn, [opt, prior_opt], model.parameters(), cid=client.cid)
         model.eval()
         with torch.no_grad():
-            mu, logvar = model.posterior(client, model.embed(client))
+            mu, logvar = model.posterior(view, model.embed(view))
         return {**model_payload(model), "posterior_mu": mu.mean(0), "posterior_logvar": logvar.mean(0),
                 "num_examples": self.num_examples(client)}
 

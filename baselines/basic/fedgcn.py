@@ -52,6 +52,13 @@ class FedGCN(FedAvg):
     the synthetic graph all three did (0.91-0.93, against 0.67-0.69 for the next methods).
     The protocol allows it, since every method's two views see the same graph.
 
+    Held-out pairs (retrieval, matching): the sums a client uploads are of the task's
+    training view, where the validation/test nodes' query and gallery rows are hidden, so
+    no held-out row reaches the server, another client or training. For evaluation each
+    client adds its own held-out rows to the aggregates it received, locally (the eval
+    view); held-out rows of other clients' nodes never travel, so a boundary neighbour on
+    another client contributes only its training-view rows there.
+
     Link prediction: the sums run over the client's TRAINING edges only (the task's
     ``eval_message``), its boundary edges (cross-client edges are never targets: each client
     predicts its own edges) and self-loops, so no held-out edge enters the exchange. The
@@ -66,21 +73,31 @@ class FedGCN(FedAvg):
     has_setup = True
     upload_keys = (r"model\..+", "num_examples", r"setup\.(sum|count)\..+", "setup.request")
 
-    def setup_upload(self, client: ClientData, state: dict) -> Payload:
+    def _sums(self, client: ClientData, features: dict[str, Tensor], available: Tensor
+              ) -> dict[str, tuple[Tensor, Tensor]]:
+        """Per modality, the [N, d] sums of ``features`` rows (where ``available``) over the
+        client's (A + I) into global ids, and the [N] counts of contributions."""
         n = self.ctx.num_global_nodes
         dev = client.global_ids.device
         own = self.ctx.task.known_edges(client)  # link prediction: training edges only
         src_local = torch.cat([own[0], client.boundary_edges[0], torch.arange(client.num_nodes, device=dev)])
         dst_global = torch.cat([client.global_ids[own[1]], client.boundary_edges[1], client.global_ids])
-        up: Payload = {"setup.request": self._rows_for(client)}
+        out = {}
         for j, m in enumerate(client.modalities):
-            avail = client.available[:, j]
-            x = client.features[m] * avail.unsqueeze(1).to(client.features[m].dtype)
+            avail = available[:, j]
+            x = features[m] * avail.unsqueeze(1).to(features[m].dtype)
             sums = torch.zeros(n, x.shape[1], dtype=torch.float64, device=dev)
             sums.index_add_(0, dst_global, x[src_local].double())
             counts = torch.zeros(n, dtype=torch.float64, device=dev)
             counts.index_add_(0, dst_global, avail[src_local].double())
-            up[f"setup.sum.{m}"] = sums + self._mask(client.cid, sums.shape, j).to(dev)
+            out[m] = (sums, counts)
+        return out
+
+    def setup_upload(self, client: ClientData, state: dict) -> Payload:
+        seen = self.ctx.task.training_view(client)  # paired tasks: no val/test node's pair rows
+        up: Payload = {"setup.request": self._rows_for(client)}
+        for j, (m, (sums, counts)) in enumerate(self._sums(client, seen.features, seen.available).items()):
+            up[f"setup.sum.{m}"] = sums + self._mask(client.cid, sums.shape, j).to(sums.device)
             up[f"setup.count.{m}"] = counts
         return up
 
@@ -111,7 +128,18 @@ class FedGCN(FedAvg):
         return replies
 
     def setup_receive(self, client: ClientData, state: dict, payload: Payload) -> None:
-        state["view"] = self._augmented_view(client, payload)
+        seen = self.ctx.task.training_view(client)
+        state["view"] = self._augmented_view(client, payload, seen.available)
+        if not torch.equal(seen.available, client.available):  # evaluation adds the held-out rows, locally
+            held = {m: client.features[m] * (client.available[:, j] & ~seen.available[:, j]).unsqueeze(1)
+                    for j, m in enumerate(client.modalities)}
+            extra = self._sums(client, held, client.available & ~seen.available)
+            rows = payload["setup.rows"]
+            full = dict(payload)
+            for m, (sums, counts) in extra.items():
+                full[f"setup.sum.{m}"] = payload[f"setup.sum.{m}"] + sums[rows]
+                full[f"setup.count.{m}"] = payload[f"setup.count.{m}"] + counts[rows]
+            state["eval_view"] = self._augmented_view(client, full, client.available)
 
     def _rows_for(self, client: ClientData) -> Tensor:
         """Global ids whose aggregates this client needs: its own, plus remote neighbours for 2 hops.
@@ -123,7 +151,7 @@ class FedGCN(FedAvg):
             rows = torch.cat([rows, torch.unique(client.boundary_edges[1])])
         return rows
 
-    def _augmented_view(self, client: ClientData, payload: Payload) -> ClientData:
+    def _augmented_view(self, client: ClientData, payload: Payload, own_available: Tensor) -> ClientData:
         rows = payload["setup.rows"]
         n_own, n_all = client.num_nodes, rows.numel()
         features, avail = {}, []
@@ -133,7 +161,7 @@ class FedGCN(FedAvg):
             avail.append(cnt > 0)
         available = torch.stack(avail, 1)
         if isinstance(self.ctx.task, PairedModalityTask):
-            available[:n_own] = client.available  # score the node's own pairs only (see the class docstring)
+            available[:n_own] = own_available  # score the node's own pairs only (see the class docstring)
         edge_index = client.edge_index
         if n_all > n_own:
             pos = {int(g): n_own + i for i, g in enumerate(rows[n_own:].tolist())}
@@ -156,4 +184,4 @@ class FedGCN(FedAvg):
         return super().client_update(state["view"], state, received, rnd)
 
     def evaluate(self, client: ClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
-        return super().evaluate(state["view"], state, received)
+        return super().evaluate(state.get("eval_view", state["view"]), state, received)

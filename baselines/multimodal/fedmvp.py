@@ -130,7 +130,12 @@ class FedMVP(ModelAlgorithm):
       pretrained generators. Offline we have none, so each client fits a small cross-modal
       ridge regressor (source -> target modality, input feature space) on its own nodes that
       hold both modalities, once, and freezes it; a missing modality is the mean of the
-      predictions from the node's present modalities. A client without such nodes (it
+      predictions from the node's present modalities. The fit reads the task's training
+      view (``task.training_view``): on retrieval and matching the validation/test nodes'
+      query and gallery rows are hidden there, so a held-out pair never shapes the
+      generator (FedMVP's generators are pretrained elsewhere and never see the test
+      pairs either); on node classification and link prediction it is every node holding
+      both modalities, as features are not held out there. A client without such nodes (it
       lacks a whole modality) cannot fit one and leaves that modality missing.
     * Model: per-modality encoders, 4-head cross-modal attention (joint branch, FedMPO
       Table 8), fusion, GNN, head. A unimodal branch is the same network on a one-modality
@@ -210,9 +215,14 @@ class FedMVP(ModelAlgorithm):
                           train_mask=none, val_mask=none, test_mask=none, num_classes=num_classes)
 
     def completed(self, client: ClientData, state: dict) -> ClientData:
-        """The client's frozen completion (computed once, kept in its private state)."""
+        """The client's frozen completion (computed once, kept in its private state).
+
+        The generators are fitted on the task's training view only, so no held-out pair
+        (a validation/test node's query and gallery rows on retrieval and matching) enters
+        the fit; training reads the completion through the training view as well.
+        """
         if "completed" not in state:
-            gens = fit_generators(client, self.cfg.ridge, self.cfg.min_pairs)
+            gens = fit_generators(self.ctx.task.training_view(client), self.cfg.ridge, self.cfg.min_pairs)
             state["completed"] = complete(client, gens)
         return state["completed"]
 

@@ -63,11 +63,12 @@ def task_log_distribution(task: Task, model: nn.Module, client: ClientData, node
     cosine similarities to the other sampled nodes (training message graph). Retrieval and
     matching: each query's softmax over the sampled galleries. The embedding-task versions
     compare two models whose output spaces differ (local and messenger), which relations do.
+    Every forward pass runs on the task's training view (no held-out edge or pair).
     """
     if isinstance(task, NodeClassification):
         return F.log_softmax(model(client)[nodes] / kd_temperature, dim=-1)
     if isinstance(task, PairedModalityTask):
-        zq, zg, _ = task.views(model, client, center=isinstance(task, Matching))
+        zq, zg, _ = task.views(model, task.training_view(client), center=isinstance(task, Matching))
         logits = zq[nodes] @ zg[nodes].T / relation_temperature
         return F.log_softmax(logits, dim=-1)
     z = F.normalize(model(task.training_view(client))[nodes], dim=-1)

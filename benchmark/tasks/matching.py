@@ -4,7 +4,8 @@ A pair is scored by the cosine of the A-only and B-only views of the shared mode
 view centered over the client's nodes, see ``paired.py``) divided by a temperature.
 Training: BCE over every (A of node i, B of node j) pair of the client's training nodes,
 own pairs (i = j) labelled 1 and mismatched pairs 0, the two groups weighted equally (the
-sigmoid pair loss of SigLIP; every mismatch is used instead of one sampled per node).
+sigmoid pair loss of SigLIP; every mismatch is used instead of one sampled per node), on
+the task's training view (no validation or test node's pair is seen, see ``paired.py``).
 Evaluation per split: own pairs against one fixed mismatched pair per node (a seeded
 derangement within the split, so a negative never pairs a node with itself); AUC and AP,
 ``n`` = number of own pairs.
@@ -57,6 +58,7 @@ class Matching(PairedModalityTask):
         return own, other
 
     def loss(self, model: nn.Module, client: ClientData) -> Tensor:
+        client = self.training_view(client)  # no validation/test pair reaches training
         zq, zg, both = self.views(model, client, center=True)
         idx = torch.nonzero(client.train_mask & both).flatten()
         if idx.numel() < 2:

@@ -6,6 +6,18 @@ that sees only the gallery modality. Both go through the same encoders, fusion, 
 head, so these tasks train exactly the parameters that every algorithm already shares and
 aggregates, with no task-specific module to federate. A node takes part only where both
 of its modalities are really available (a zero-filled missing modality is no pair).
+
+Held-out data. The pairs these tasks score are the validation and test nodes' (query,
+gallery) modality pairs, so those rows are what training must never see: not in the task's
+own loss (the GNN would pass a test node's gallery row to its training neighbours, and the
+contrastive loss would align it with the query row passed the same way), and not in an
+algorithm's extra forward pass, reconstruction target or fitted statistic either.
+``training_view`` hides them (rows zeroed, ``available`` False) for every validation and
+test node, query and gallery alike; the loss runs on that view, and an algorithm that reads
+a client beyond the task's loss reads ``task.training_view(client)``. Evaluation sees the
+whole client. The nodes themselves, their edges and their other modalities stay: the graph
+is transductive, only the pairs are held out. ``tests/test_heldout_leak.py`` checks that
+changing those rows leaves every upload and weight of every algorithm bit-identical.
 """
 
 from __future__ import annotations
@@ -80,6 +92,30 @@ class PairedModalityTask(Task):
         zq, zg = F.normalize(zq, dim=-1), F.normalize(zg, dim=-1)
         both = client.available[:, qi] & client.available[:, gi]
         return zq, zg, both
+
+    def held_out_nodes(self, client: ClientData) -> Tensor:
+        """The nodes whose (query, gallery) pair the task scores: validation and test nodes."""
+        return client.val_mask | client.test_mask
+
+    def training_view(self, client: ClientData) -> ClientData:
+        """The client without the held-out pairs: the query and gallery rows of every
+        validation/test node zeroed and marked unavailable (see the module docstring).
+
+        Idempotent: the view of a view is that view itself (the same tensors), so an
+        algorithm may pass its training view to the task's loss.
+        """
+        held = self.held_out_nodes(client)
+        features = dict(client.features)
+        available = client.available
+        changed = False
+        for j in self.modalities(client):
+            m = client.modalities[j]
+            if bool(available[held, j].any()) or bool(features[m][held].any()):
+                if not changed:
+                    available, changed = available.clone(), True
+                features[m] = features[m].masked_fill(held.unsqueeze(1), 0.0)
+                available[:, j] &= ~held
+        return dataclasses.replace(client, features=features, available=available) if changed else client
 
     def training_nodes(self, client: ClientData) -> Tensor:
         """Training nodes holding both modalities (the pairs the loss trains on)."""

@@ -2,9 +2,11 @@
 
 Training: symmetric InfoNCE (temperature 0.07, as FedMPO) between the query and gallery
 views of the client's training nodes that hold both modalities (see ``paired.py`` for the
-views). Evaluation per split: the split's nodes with both modalities; every node's query
-ranks the gallery of that split (on its own client); Recall@1/5/10 and MRR, ties counted
-against the true item. A random scorer has MRR ``H_G / G`` for a gallery of ``G`` items.
+views), on the task's training view: no validation or test node's query or gallery row
+reaches training, not even through message passing. Evaluation per split: the split's
+nodes with both modalities; every node's query ranks the gallery of that split (on its own
+client); Recall@1/5/10 and MRR, ties counted against the true item. A random scorer has
+MRR ``H_G / G`` for a gallery of ``G`` items.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Retrieval(PairedModalityTask):
         embed_dim: int = field(default=64, metadata={"help": "size of the embeddings that are compared", "min": 1})
 
     def loss(self, model: nn.Module, client: ClientData) -> Tensor:
+        client = self.training_view(client)  # no validation/test pair reaches training
         zq, zg, both = self.views(model, client)
         idx = torch.nonzero(client.train_mask & both).flatten()
         if idx.numel() < 2:

@@ -136,6 +136,8 @@ class FedMGS(ModelAlgorithm):
       at chance: FedAvg with an MLP backbone (no graph) scores MRR 0.070-0.075 over three
       seeds, the chance level; the GNN baselines rise above it only through graph structure
       both views share. FedMGS's TikTok retrieval is therefore near chance by construction.
+      Training (local objective, prototypes) reads the task's training view, where the
+      validation/test nodes' query and gallery rows are hidden (``training_client``).
     """
 
     Config = FedMGSConfig
@@ -167,6 +169,13 @@ class FedMGS(ModelAlgorithm):
         if self.task_name == "link_pred":
             return torch.ones_like(client.train_mask)
         return client.train_mask
+
+    def training_client(self, client: ClientData) -> ClientData:
+        """What training reads of the client on retrieval and matching: the task's training
+        view, where the validation/test nodes' query and gallery rows are hidden (so they feed
+        no forward pass, L_rec, synthesis or prototype). Node classification and link
+        prediction use the client (link prediction's own loss builds its training graph)."""
+        return self.ctx.task.training_view(client) if self.readout == "modality" else client
 
     def task_size(self, client: ClientData, state: dict) -> float:
         """|T_k^xi| of Eq. 1: training nodes, training edges, or training nodes holding both paired modalities."""
@@ -275,8 +284,9 @@ class FedMGS(ModelAlgorithm):
         model, opt = self.client_model(state)
         load_model_payload(model, received)
         model.bank = self._bank(received)
-        self.train_local(model, opt, client)
-        protos = self.client_prototypes(model, client, rnd)
+        seen = self.training_client(client)
+        self.train_local(model, opt, seen)
+        protos = self.client_prototypes(model, seen, rnd)
         size = torch.tensor([self.task_size(client, state)], device=self.ctx.device)
         return {**model_payload(model), "num_examples": size, **protos}
 

@@ -67,6 +67,14 @@ class FedMPO(ModelAlgorithm):
       baselines as Table 9 says task-level settings are. For retrieval, whose task trains
       single-modality views, L_rec / L_align / L_route come from one extra forward pass on
       the client's full view (a single-modality view has nothing to mask and reconstruct).
+    * Held-out data: that extra pass, like every forward pass of training, runs on the
+      task's training view (``task.training_view``). On retrieval the query and gallery
+      modalities of the validation/test nodes are hidden there (unavailable, zero rows), so
+      they are never reconstruction targets, alignment partners, generator evidence or
+      context-bank tokens, and the generator never learns a held-out node's query -> gallery
+      map: the paper's L_rec / L_align "over the client's nodes" read as over the nodes whose
+      modalities the task does not hold out (as link prediction's message graph already held
+      out its val/test edges). Checked by ``tests/test_heldout_leak.py``.
     * Table 6's 10 "warmup rounds" for the optimizer are not described further and are not
       implemented; Table 9's auxiliary classification weight for retrieval (0.2, "when
       used") is not used: retrieval here trains without labels.
@@ -104,7 +112,7 @@ class FedMPO(ModelAlgorithm):
         """lambda-weighted auxiliary terms of the forward pass(es) the task loss just ran."""
         records = model.pop_aux()
         if isinstance(self.ctx.task, PairedModalityTask) or not records:
-            records = [model.forward_full(client)[1]]
+            records = [model.forward_full(self.ctx.task.training_view(client))[1]]
         k = float(len(records))
         rec = sum(r.rec for r in records) / k
         align = sum(r.align for r in records) / k
