@@ -73,10 +73,20 @@ def device_name(device: torch.device) -> str:
     return f"cpu:{platform.processor() or platform.machine()}"
 
 
+def _task_protocol_version(name: str) -> int:
+    from benchmark import registry as R
+
+    R.load_plugins()
+    return int(getattr(R.TASKS.get(name), "protocol_version", 1)) if name in R.TASKS else 1
+
+
 def protocol_hash(cfg: RunConfig) -> str:
     """Hash of what defines how a number is produced, apart from method, seed and artifact."""
     d = cfg.to_dict()
     keep = {k: d[k] for k in ("dataset", "split", "task", "train", "model")}
+    version = _task_protocol_version(cfg.task.name)
+    if version != 1:  # version 1 adds nothing, so the hashes of records made before versions existed hold
+        keep["task_protocol_version"] = version
     # how a run executes, not what it computes: left out, so records stay comparable across
     # devices and resume settings; a matmul precision other than full fp32 changes the numbers
     keep["train"] = {k: v for k, v in keep["train"].items()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -271,3 +272,17 @@ def test_paired_training_view_hides_exactly_the_heldout_pairs(task_name, tiny):
     w = task.training_view(v)
     assert all(torch.equal(w.features[m], v.features[m]) for m in v.modalities)
     assert task.training_view(v) is v
+
+
+def test_records_made_before_the_pairs_were_held_out_carry_another_protocol():
+    """Paired-task records of protocol version 1 (val/test pairs in training) can never be
+    averaged with new ones; every other task's committed records keep their hash."""
+    import json
+
+    from benchmark.config import build_run_config
+    from benchmark.results import protocol_hash
+
+    root = Path(__file__).resolve().parents[1] / "results"
+    for suite, same in (("demo", True), ("mmfed3_table3", True), ("structure_control", False)):
+        rec = json.loads((root / suite / "small.jsonl").read_text().splitlines()[0])
+        assert (protocol_hash(build_run_config(rec["config"])) == rec["provenance"]["protocol"]) is same, suite

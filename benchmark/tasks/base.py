@@ -20,6 +20,9 @@ class Task(ABC):
     # True when the client's own edges are what is predicted (an algorithm must not add edges
     # to the client's graph, and must read only ``known_edges`` outside the task's forward passes)
     holds_out_edges: ClassVar[bool] = False
+    #: bumped when what the task trains or scores changes, so a record made before the change
+    #: carries another protocol hash and is never averaged with one made after it
+    protocol_version: ClassVar[int] = 1
 
     def __init__(self, cfg: object | None = None) -> None:
         self.cfg = cfg

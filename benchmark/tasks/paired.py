@@ -33,6 +33,7 @@ from benchmark.federation import ClientData
 from benchmark.tasks.base import Task
 
 QUERY_PREFERENCE = ("image", "visual")
+_HOLDS_OUT_PAIRS = "_holds_out_pairs"  # set on a training view, so a second call returns it unchanged
 GALLERY_PREFERENCE = ("text", "acoustic")
 
 
@@ -50,6 +51,9 @@ def _pick(modalities: list[str], wanted: str | None, preference: tuple[str, ...]
 
 class PairedModalityTask(Task):
     """Base of tasks on (query modality, gallery modality) pairs of one node."""
+
+    # 2: the loss runs on training_view (val/test pairs held out); version 1 trained on them
+    protocol_version = 2
 
     def __init__(self, cfg: object | None = None) -> None:
         super().__init__(cfg if cfg is not None else self.Config())  # type: ignore[attr-defined]
@@ -101,21 +105,22 @@ class PairedModalityTask(Task):
         """The client without the held-out pairs: the query and gallery rows of every
         validation/test node zeroed and marked unavailable (see the module docstring).
 
-        Idempotent: the view of a view is that view itself (the same tensors), so an
-        algorithm may pass its training view to the task's loss.
+        Idempotent: the view of a view is that view itself (the same object), so an
+        algorithm may pass its training view to the task's loss. Built without reading a
+        device value back (the loss calls it at every step).
         """
+        if getattr(client, _HOLDS_OUT_PAIRS, False):
+            return client
         held = self.held_out_nodes(client)
         features = dict(client.features)
-        available = client.available
-        changed = False
+        available = client.available.clone()
         for j in self.modalities(client):
             m = client.modalities[j]
-            if bool(available[held, j].any()) or bool(features[m][held].any()):
-                if not changed:
-                    available, changed = available.clone(), True
-                features[m] = features[m].masked_fill(held.unsqueeze(1), 0.0)
-                available[:, j] &= ~held
-        return dataclasses.replace(client, features=features, available=available) if changed else client
+            features[m] = features[m].masked_fill(held.unsqueeze(1), 0.0)
+            available[:, j] &= ~held
+        view = dataclasses.replace(client, features=features, available=available)
+        setattr(view, _HOLDS_OUT_PAIRS, True)
+        return view
 
     def training_nodes(self, client: ClientData) -> Tensor:
         """Training nodes holding both modalities (the pairs the loss trains on)."""
