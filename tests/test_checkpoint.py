@@ -127,6 +127,22 @@ def test_wrong_config_hash_checkpoint_is_not_resumed(tiny_fed, tmp_path, capsys)
     assert rec["metrics"] == fresh["metrics"] and len(_bad_files(tmp_path)) == 1
 
 
+def _kill_in_round(engine: Engine, rnd_to_kill: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run ``engine`` until round ``rnd_to_kill`` starts, then stop it as a kill would
+    (its checkpoints stay behind); the algorithm class is left as it was."""
+    original = engine.algo_cls.client_update
+
+    def killed(self, client, state, received, rnd):  # noqa: ANN001, ANN202
+        if rnd == rnd_to_kill:
+            raise KeyboardInterrupt
+        return original(self, client, state, received, rnd)
+
+    monkeypatch.setattr(engine.algo_cls, "client_update", killed)
+    with pytest.raises(KeyboardInterrupt):
+        engine.run()
+    monkeypatch.setattr(engine.algo_cls, "client_update", original)
+
+
 def test_a_killed_kg_run_resumes_to_identical_metrics(tmp_path, monkeypatch, capsys):
     """The KG track too (dual views, imputer, per-round generators): MMFeD3-HidE killed in round 2."""
     def cfg():  # noqa: ANN202
@@ -140,18 +156,7 @@ def test_a_killed_kg_run_resumes_to_identical_metrics(tmp_path, monkeypatch, cap
             "output": {"cache_dir": str(tmp_path / "cache"), "checkpoint_dir": str(tmp_path / "ckpt")},
         })
     full = Engine(cfg()).run()
-    engine = Engine(cfg())
-    original = engine.algo_cls.client_update
-
-    def killed(self, client, state, received, rnd):  # noqa: ANN001, ANN202
-        if rnd == 2:
-            raise KeyboardInterrupt
-        return original(self, client, state, received, rnd)
-
-    monkeypatch.setattr(engine.algo_cls, "client_update", killed)
-    with pytest.raises(KeyboardInterrupt):
-        engine.run()
-    monkeypatch.setattr(engine.algo_cls, "client_update", original)
+    _kill_in_round(Engine(cfg()), 2, monkeypatch)
     capsys.readouterr()
     resumed = Engine(cfg()).run()
     assert capsys.readouterr().err == ""
@@ -162,17 +167,7 @@ def test_a_killed_kg_run_resumes_to_identical_metrics(tmp_path, monkeypatch, cap
 def test_killed_run_resumes_to_identical_metrics(tiny_fed, tmp_path, monkeypatch, capsys, algorithm):
     full = Engine(_cfg(tmp_path, algorithm, checkpoint_every=1), fed=tiny_fed).run()
     engine = Engine(_cfg(tmp_path, algorithm, checkpoint_every=1), fed=tiny_fed)
-    original = engine.algo_cls.client_update
-
-    def killed(self, client, state, received, rnd):
-        if rnd == 3:
-            raise KeyboardInterrupt
-        return original(self, client, state, received, rnd)
-
-    monkeypatch.setattr(engine.algo_cls, "client_update", killed)
-    with pytest.raises(KeyboardInterrupt):
-        engine.run()
-    monkeypatch.setattr(engine.algo_cls, "client_update", original)
+    _kill_in_round(engine, 3, monkeypatch)
     assert engine._checkpoint_path().exists()
     capsys.readouterr()
     resumed = Engine(_cfg(tmp_path, algorithm, checkpoint_every=1), fed=tiny_fed).run()

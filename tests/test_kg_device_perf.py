@@ -23,14 +23,6 @@ from tests.devices import test_device as device_under_test
 DEV = device_under_test()
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def random_kg(num_entities: int = 60, num_relations: int = 4, n: int = 400, seed: int = 0) -> KGData:
     g = torch.Generator().manual_seed(seed)
     t = torch.stack([torch.randint(0, num_entities, (n,), generator=g), torch.randint(0, num_relations, (n,), generator=g),
