@@ -153,6 +153,15 @@ def is_numeric(tp: Any) -> bool:
     return bool(inner & {int, float}) and bool not in inner
 
 
+def undeclared_numeric_options(cls: type) -> list[str]:
+    """Numeric fields of a Config dataclass that declare neither a bound nor ``unbounded``:
+    options a validator could not check, so a new component must not have any."""
+    hints = typing.get_type_hints(cls)
+    return [f.name for f in dataclasses.fields(cls)
+            if is_numeric(hints.get(f.name, f.type))
+            and not (set(f.metadata) & {*NUMERIC_KEYS, "choices"})]
+
+
 def constraints(meta: Mapping[str, Any]) -> dict[str, Any]:
     """The constraint entries of a field's metadata."""
     return {k: v for k, v in meta.items() if k in CONSTRAINT_KEYS}

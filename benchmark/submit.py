@@ -37,6 +37,7 @@ from typing import Any
 
 from benchmark import registry as R
 from benchmark.errors import BenchmarkError
+from benchmark.options import undeclared_numeric_options
 from benchmark.threads import threads_per_job
 
 SMOKE_SUITE = "ci"
@@ -215,6 +216,10 @@ def check_contract(sub: Submission) -> None:
         except Exception as e:  # noqa: BLE001 - user code
             raise SubmissionRejected(f"{name}: Config() fails with its defaults: {type(e).__name__}: "
                                      f"{_one_line(str(e))}") from None
+        loose = undeclared_numeric_options(cfg_cls)
+        if loose:
+            raise SubmissionRejected(f"{name}: Config option '{loose[0]}' declares no bound: add metadata such as "
+                                     f"{{'min': 0}} or {{'unbounded': True}} so bad values are caught")
 
 
 # --------------------------------------------------------------------------- running

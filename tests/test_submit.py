@@ -52,6 +52,7 @@ def _submit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     ("raises_in_update.py", "smoke cell failed: RuntimeError: local step exploded in client_update "
                             "(raises_in_update.py:"),
     ("leaks_features.py", "leaks_features.py: rejected by the ledger audit: round 0, client "),
+    ("unbounded_option.py", "algorithm 'fixture_loose': Config option 'step' declares no bound"),
 ])
 def test_bad_submissions_rejected_with_one_line(fixture: str, expected: str, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
