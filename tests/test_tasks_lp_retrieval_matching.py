@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -206,3 +207,43 @@ def test_fedgcn_scores_the_same_pairs_as_fedavg(tmp_path, task):
     gcn, avg = run("fedgcn"), run("fedavg")
     assert gcn["status"] == "ok" and avg["status"] == "ok", (gcn["error"], avg["error"])
     assert gcn["client_sizes"] == avg["client_sizes"]
+
+
+@pytest.mark.parametrize("task_name", ["retrieval", "matching"])
+def test_content_gallery_view_encodes_each_node_from_its_own_row_only(synth_fed, tmp_path, task_name):
+    """gallery_view: content: a node's gallery embedding ignores every other node (no message
+    passing), so graph position cannot match a pair; the default (graph) does not."""
+    from benchmark.tasks.paired import PairedModalityTask
+
+    for view, independent in (("content", True), ("graph", False)):
+        engine = Engine(_cfg(tmp_path, {"name": task_name, "gallery_view": view}, 1), fed=synth_fed)
+        task = engine.task
+        assert isinstance(task, PairedModalityTask) and task.content_gallery is independent
+        model = engine.algo_cls(engine.algo_cfg, engine._context()).build_model().eval()
+        c = engine.clients[0]
+        gi = task.modalities(c)[1]
+        g = c.modalities[gi]
+        other = c.features[g].clone()
+        other[1:] = torch.randn_like(other[1:])          # every node's gallery row but node 0's
+        changed = dataclasses.replace(c, features={**c.features, g: other})
+        with torch.no_grad():
+            a, b = model(task.gallery_client(c, gi))[0], model(task.gallery_client(changed, gi))[0]
+        assert torch.equal(a, b) is independent, view
+        assert (task.gallery_client(c, gi).edge_index.shape[1] == 0) is independent
+
+
+def test_fedgcn_content_gallery_is_the_nodes_own_row_not_its_neighbourhood_mean(synth_fed, tmp_path):
+    engine = Engine(_cfg(tmp_path, {"name": "retrieval", "gallery_view": "content"}, 1, algorithm="fedgcn"),
+                    fed=synth_fed)
+    assert engine.run()["status"] == "ok"
+    for c in engine.clients:
+        gi = engine.task.modalities(c)[1]
+        g = c.modalities[gi]
+        state = engine.sim.states[c.cid]
+        own = c.features[g] * c.available[:, gi:gi + 1]
+        assert torch.allclose(state["eval_view"].features[g][:c.num_nodes], own)
+        train = engine.task.training_view(c)
+        assert torch.allclose(state["view"].features[g][:c.num_nodes], train.features[g] * train.available[:, gi:gi + 1])
+        qi = engine.task.modalities(c)[0]
+        q = c.modalities[qi]  # the query modality keeps FedGCN's neighbourhood mean
+        assert not torch.allclose(state["eval_view"].features[q][:c.num_nodes], c.features[q])

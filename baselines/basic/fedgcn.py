@@ -50,7 +50,10 @@ class FedGCN(FedAvg):
     start, pairs are matched by graph position rather than by content. On TikTok (small
     scale) one seed of three left it (R@5 0.90; the other two stayed at chance, 0.08), on
     the synthetic graph all three did (0.91-0.93, against 0.67-0.69 for the next methods).
-    The protocol allows it, since every method's two views see the same graph.
+    That was the paired protocol up to version 2. Under ``task.gallery_view: content`` (the
+    default since version 3) the gallery view is the node's own gallery row: here the
+    client's own row replaces the neighbourhood mean of the gallery modality for its own
+    nodes, so only the query view carries FedGCN's aggregated neighbourhood.
 
     Held-out pairs (retrieval, matching): the sums a client uploads are of the task's
     training view, where the validation/test nodes' query and gallery rows are hidden, so
@@ -160,8 +163,14 @@ class FedGCN(FedAvg):
             features[m] = (payload[f"setup.sum.{m}"] / cnt.clamp_min(1).unsqueeze(1)).float()
             avail.append(cnt > 0)
         available = torch.stack(avail, 1)
-        if isinstance(self.ctx.task, PairedModalityTask):
+        task = self.ctx.task
+        if isinstance(task, PairedModalityTask):
             available[:n_own] = own_available  # score the node's own pairs only (see the class docstring)
+            if task.content_gallery:  # the gallery view is the node's own row, not its neighbourhood's mean
+                gi = task.modalities(client)[1]
+                g = client.modalities[gi]
+                own = client.features[g] * own_available[:, gi:gi + 1].to(client.features[g].dtype)
+                features[g] = torch.cat([own.to(features[g].dtype), features[g][n_own:]])
         edge_index = client.edge_index
         if n_all > n_own:
             pos = {int(g): n_own + i for i, g in enumerate(rows[n_own:].tolist())}

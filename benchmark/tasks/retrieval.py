@@ -21,7 +21,7 @@ from benchmark.federation import ClientData
 from benchmark.metrics import mean_reciprocal_rank, ranks_of_diagonal, recall_at_k
 from benchmark.registry import TASKS
 from benchmark.tasks.base import SPLITS
-from benchmark.tasks.paired import PairedModalityTask
+from benchmark.tasks.paired import GALLERY_VIEWS, PairedModalityTask
 
 RECALL_KS = (1, 5, 10)
 
@@ -41,6 +41,7 @@ class Retrieval(PairedModalityTask):
             default=None, metadata={"help": "gallery modality (default: text or acoustic, else another)"})
         temperature: float = field(default=0.07, metadata={"help": "InfoNCE temperature", "positive": True})
         embed_dim: int = field(default=64, metadata={"help": "size of the embeddings that are compared", "min": 1})
+        gallery_view: str = field(default="graph", metadata={"help": "graph (default): both views pass messages over the same graph, so graph position alone can score (see structure_control); content: the gallery view is each node's own gallery row with no message passing, so a score above chance is cross-modal content (opt-in until the paired stores are re-run under it)", "choices": GALLERY_VIEWS})
 
     def loss(self, model: nn.Module, client: ClientData) -> Tensor:
         client = self.training_view(client)  # no validation/test pair reaches training
