@@ -45,12 +45,14 @@ for step in $STEPS; do
     4)
       for algo in "mmfede imputer=none" "mmfed3 imputer=hide"; do
         set -- $algo
-        sets=(--set dataset.name=fb15k237 --set dataset.text_encoder=hashing --set partition.name=relation_id
+        data=(--set dataset.name=fb15k237 --set dataset.text_encoder=hashing)
+        small && data=(--set dataset.name=fb15k237_small)
+        sets=("${data[@]}" --set partition.name=relation_id
               --set partition.num_clients=3 --set missing.name=kg_items --set missing.rate=0.5 --set task.name=kg_completion
               --set task.decoder=rotate --set task.dim=256 --set task.num_negatives=256 --set task.batch_size=1024
               --set train.local_epochs=3 --set train.rounds=2 --set train.lr=0.001 --set train.device="$DEVICE"
               --set algorithm.name="$1" --set algorithm."$2")
-        small && sets+=(--set dataset.name=fb15k237_small --set task.dim=16 --set task.num_negatives=32 --set train.local_epochs=1)
+        small && sets+=(--set task.dim=16 --set task.num_negatives=32 --set train.local_epochs=1)
         "$PY" run_benchmark.py run "${sets[@]}" --out "$OUT/paper_round_$1.jsonl" 2>&1 | tee "$OUT/paper_round_$1.log" | tail -4
       done
       ;;
