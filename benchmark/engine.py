@@ -279,13 +279,11 @@ class Engine:
         if ckpt.exists():
             ckpt.unlink()
         self.sim = sim
-        record = self._record(sim, status, error, time.perf_counter() - start, mem.peak_mb, mem.growth_mb)
-        record["determinism"] = watch.summary()
-        record["availability"] = self.fed.availability()
-        return record
+        return self._record(sim, status, error, time.perf_counter() - start, mem.peak_mb, mem.growth_mb,
+                            watch.summary())
 
     def _record(self, sim: SimState, status: str, error: dict | None, wall: float, peak_mb: float,
-                growth_mb: float) -> dict[str, Any]:
+                growth_mb: float, determinism: dict[str, Any]) -> dict[str, Any]:
         best = sim.best
         metrics: dict[str, float] = {}
         per_client_out: dict[str, list] = {}
@@ -328,6 +326,8 @@ class Engine:
             "config": self.cfg.to_dict(),
             "provenance": provenance(self.cfg, self.fed.artifact_hash,
                                      self.fed.stats.get("artifact_recipe", ""), self.device),
+            "determinism": determinism,
+            "availability": self.fed.availability(),
             "peak_memory_mb": peak_mb,
             "memory_growth_mb": growth_mb,
             "wall_time_s": wall,

@@ -40,8 +40,8 @@ from benchmark.report.plots import (
     series_palette,
 )
 from benchmark.report.records import (
-    AVAILABILITY_PREFIX,
     STD_DDOF,
+    availability_columns,
     aggregate,
     apply_filters,
     check_keys,
@@ -191,7 +191,7 @@ def facet_lines(
 def _measured_by_x(selected: pd.DataFrame, x: str, facet: str | None) -> dict[Any, dict[float, float]]:
     """Per facet value (normalised key; None without facets) and x value: the mean over
     successful runs and modalities of the measured availability. Empty when no record has it."""
-    present = [c for c in selected.columns if str(c).startswith(AVAILABILITY_PREFIX)]
+    present = availability_columns(selected)
     ok = selected[selected["status"] == "ok"]
     if not present or ok.empty:
         return {}

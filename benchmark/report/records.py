@@ -46,6 +46,11 @@ CELL_CONTEXT_FIELDS = ("suite", "scale")
 # frame columns of the measured per-modality availability a record carries (``record["availability"]``)
 AVAILABILITY_PREFIX = "availability/"
 
+def availability_columns(frame: pd.DataFrame) -> list[str]:
+    """The frame's measured-availability columns (``availability/<modality>``)."""
+    return [c for c in frame.columns if str(c).startswith(AVAILABILITY_PREFIX)]
+
+
 _NUMERIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 

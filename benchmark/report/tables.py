@@ -32,6 +32,7 @@ from benchmark.report.markdown import md_escape_prose as _md_escape
 from benchmark.report.records import (
     AVAILABILITY_PREFIX,
     STD_DDOF,
+    availability_columns,
     aggregate,
     apply_filters,
     check_keys,
@@ -449,7 +450,7 @@ def _measured_availability(selected: pd.DataFrame, spec: _Spec) -> dict[RowKey, 
     """Per column group, the (min, max) over its successful runs of each modality's measured
     availability (``record["availability"]``), so a caption says what the models met rather
     than only the rate the masker was given. Records from before the field existed add nothing."""
-    present = [c for c in selected.columns if str(c).startswith(AVAILABILITY_PREFIX)]
+    present = availability_columns(selected)
     ok = selected[selected["status"] == "ok"] if present else selected.iloc[0:0]
     out: dict[RowKey, dict[str, tuple[float, float]]] = {}
     for _, rec in ok.iterrows():
