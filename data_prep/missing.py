@@ -4,7 +4,7 @@ A masker returns ``available [N, M]`` (True = present) = the dataset's own avail
 AND the simulated one, so data that is missing in the source stays missing whatever the
 masker does. Two protocols come from the papers: node-level (every node loses each
 modality independently, FedMPO / FedMGS LP) and client-level (a fraction of the clients
-lose one whole modality, FedMGS NC / retrieval).
+lose one whole modality, FedMGS NC / retrieval), and FedMPO's combination of both.
 """
 
 from __future__ import annotations
@@ -158,4 +158,42 @@ class ClientLevelMissing:
             avail[partition.clients[cid].node_ids, j] = False
             lost[cid] = mods[j]
         self.info = {"method": "client_level", "rate": self.cfg.rate, "lost": lost}
+        return avail
+
+
+@MASKERS.register("client_and_node_level")
+class ClientAndNodeLevelMissing:
+    """FedMPO's protocol: client-level and node-level missingness together (§5, "both
+    client-level and node-level modality missingness are simulated").
+
+    ``client_rate`` of the clients each lose one whole modality (``client_level``), and on top
+    every client's nodes lose each modality at ``rate`` (``node_level``); a node is available
+    for a modality only where both keep it. The paper gives one missing rate (30% by
+    default) and does not split it between the two, so ``client_rate`` defaults to ``rate``.
+    The two draws use their own seeded streams, so the node-level part is the same artifact
+    as ``node_level`` at that rate, and the client-level part the same as ``client_level``.
+    """
+
+    @dataclass
+    class Config:
+        rate: float = field(default=0.0, metadata={"help": "share of each client's nodes missing each modality, in [0, 1]", "probability": True})
+        client_rate: float | None = field(
+            default=None, metadata={"help": "share of clients that lose one whole modality (default: rate)", "probability": True})
+        modality: str | None = field(
+            default=None, metadata={"help": "the modality those clients lose (default: random per client)"})
+        keep_one: bool = field(
+            default=False, metadata={"help": "node-level part: give a node that would lose all modalities one of them back"})
+
+    def __init__(self, cfg: Config | None = None, seed: int = 0) -> None:
+        self.cfg = cfg if cfg is not None else self.Config()
+        self.seed = seed
+        self.info: dict = {}
+
+    def apply(self, dataset: GraphDataset, partition: PartitionResult) -> torch.Tensor:
+        c = self.cfg
+        client_rate = c.rate if c.client_rate is None else c.client_rate
+        by_client = ClientLevelMissing(ClientLevelMissing.Config(rate=client_rate, modality=c.modality), self.seed)
+        by_node = NodeLevelMissing(NodeLevelMissing.Config(rate=c.rate, keep_one=c.keep_one), self.seed)
+        avail = by_client.apply(dataset, partition) & by_node.apply(dataset, partition)
+        self.info = {"method": "client_and_node_level", "client_level": by_client.info, "node_level": by_node.info}
         return avail

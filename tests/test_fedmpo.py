@@ -3,7 +3,8 @@ the computation, the reliability weights are a distribution of the uploaded stat
 hidden modalities are never read, and runs are deterministic.
 
 Node classification uses the small synthetic federation of ``test_baselines.py`` (30%
-node-level missingness); link prediction and retrieval a smaller 32-d synthetic graph.
+node-level missingness); link prediction a smaller 32-d synthetic graph; retrieval the paired federation of
+``test_multimodal_fl.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from methods.fedmpo.aggregation import reliability_weights
 from methods.fedmpo.config import FedMPOConfig
 from methods.fedmpo.generation import TopologyAwareGenerator
 from test_baselines import _cfg, majority_reference
+from test_multimodal_fl import assert_beats_trivial_reference, pair_fed  # noqa: F401 - pair_fed is a fixture
 
 MODEL: dict = {}
 SYNTH = {"name": "synthetic", "num_nodes": 600, "text_dim": 32, "image_dim": 32, "avg_degree": 8}
@@ -86,20 +88,10 @@ def test_link_prediction_auc(tmp_path):
     assert rec["metrics"]["test/auc"] > 0.6, rec["metrics"]
 
 
-def test_retrieval_mrr_beats_random(tmp_path):
-    engine = Engine(_task_cfg(tmp_path, {"name": "retrieval"}, 6))
-    rec = engine.run()
-    assert rec["status"] == "ok", rec["error"]
-    assert rec["comm"]["violations"] == []
-    total = weight = 0.0
-    for c in engine.clients:   # expected MRR of a random ranking of each client's test gallery
-        g = int((c.available.all(1) & c.test_mask).sum())
-        if g >= 2:
-            total += sum(1.0 / k for k in range(1, g + 1))
-            weight += g
-    random_mrr = total / weight
-    print(f"\nretrieval test MRR: FedMPO {rec['metrics']['test/mrr']:.4f}, random {random_mrr:.4f}")
-    assert rec["metrics"]["test/mrr"] > 2 * random_mrr, (rec["metrics"], random_mrr)
+def test_retrieval_mrr_beats_random(pair_fed):  # noqa: F811 - pair_fed is a fixture
+    """On the content protocol (gallery from each node's own row), FedMPO's test MRR is above
+    1.5 x a random ranking's (measured at seed 0: 0.37 against 0.19)."""
+    assert_beats_trivial_reference("fedmpo", "retrieval", pair_fed)
 
 
 def test_same_seed_same_numbers(small_fed):
@@ -244,3 +236,20 @@ def test_generator_cannot_copy_its_target():
     vis_none = vis.clone()
     vis_none[[3, 4, 5]] = False
     assert torch.isfinite(gen(h, h_excl, anchor, vis_none, neighbors, 0.7)).all()
+
+
+def test_optimizer_warmup_scales_the_learning_rate_linearly(small_fed):
+    """Table 6's 10 warmup rounds: round t trains at lr x min(1, (t + 1) / 10); 0 turns it off."""
+    cfg = FedMPOConfig()
+    assert cfg.warmup_rounds == 10
+    assert [cfg.lr_scale(t) for t in (0, 4, 9, 10, 50)] == [0.1, 0.5, 1.0, 1.0, 1.0]
+    assert FedMPOConfig(warmup_rounds=0).lr_scale(0) == 1.0
+    cache, fed = small_fed
+    engine, algo = _algo(cache, fed)
+    state: dict = {}
+    received = algo.init_server()
+    c = engine.clients[0]
+    algo.client_update(c, state, received, 2)
+    assert all(g["lr"] == pytest.approx(engine.cfg.train.lr * 0.3) for g in state["opt"].param_groups)
+    algo.client_update(c, state, received, 12)
+    assert all(g["lr"] == engine.cfg.train.lr for g in state["opt"].param_groups)

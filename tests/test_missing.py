@@ -9,7 +9,7 @@ import torch
 from benchmark.errors import ConfigError
 from benchmark.federation import GraphDataset, PartitionResult
 from benchmark.registry import MASKERS
-from data_prep.missing import ClientLevelMissing, NodeLevelMissing, NoMissing
+from data_prep.missing import ClientAndNodeLevelMissing, ClientLevelMissing, NodeLevelMissing, NoMissing
 from data_prep.partition.iid import IIDPartitioner
 
 N = 10_000
@@ -40,6 +40,7 @@ def test_registered():
     assert MASKERS.get("none") is NoMissing
     assert MASKERS.get("node_level") is NodeLevelMissing
     assert MASKERS.get("client_level") is ClientLevelMissing
+    assert MASKERS.get("client_and_node_level") is ClientAndNodeLevelMissing
 
 
 def test_none_keeps_natural_availability(flat, parts):
@@ -99,6 +100,24 @@ def test_client_level_forced_modality(flat, parts):
     )
     hit = sum(1 for c in parts.clients if not avail[c.node_ids, 1].any())
     assert hit == 5
+
+
+@pytest.mark.parametrize("client_rate", [None, 0.5])
+def test_client_and_node_level_is_both_artifacts_at_once(flat, parts, client_rate):
+    """FedMPO's protocol: the client-level clients lose their modality whole, every other
+    (client, modality) keeps the node-level rate, and the result is exactly the AND of the two
+    single maskers at the same seed (so it shares their artifacts)."""
+    both = ClientAndNodeLevelMissing(ClientAndNodeLevelMissing.Config(rate=0.3, client_rate=client_rate), seed=4)
+    avail = both.apply(flat, parts)
+    whole = ClientLevelMissing(ClientLevelMissing.Config(rate=0.3 if client_rate is None else client_rate), seed=4)
+    nodes = node_level(seed=4, rate=0.3)
+    assert torch.equal(avail, whole.apply(flat, parts) & nodes.apply(flat, parts))
+    lost = both.info["client_level"]["lost"]
+    assert len(lost) == round((0.3 if client_rate is None else client_rate) * len(parts.clients) + 1e-9)
+    for cid, c in enumerate(parts.clients):
+        for j, m in enumerate(flat.modalities):
+            share = float(avail[c.node_ids, j].float().mean())
+            assert share == 0.0 if lost.get(cid) == m else share == pytest.approx(0.7, abs=1e-3)
 
 
 def test_stacks_with_natural_missingness(parts):

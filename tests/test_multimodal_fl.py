@@ -25,7 +25,7 @@ from test_baselines import majority_reference
 
 ALGOS = ["fedmac", "fedmvp", "mh_pflid", "pepsy"]
 OTHER_TASKS = ["link_pred", "retrieval", "matching"]
-ROUNDS = {"link_pred": 8, "retrieval": 12, "matching": 8}  # retrieval needs longer on these tiny galleries
+ROUNDS = {"link_pred": 8}  # retrieval and matching train PAIRED_ROUNDS (below)
 
 
 def _nc_cfg(algo: str, cache, rounds: int = 12):  # noqa: ANN202
@@ -40,15 +40,28 @@ def _nc_cfg(algo: str, cache, rounds: int = 12):  # noqa: ANN202
     })
 
 
+# Retrieval and matching score content (the gallery view is each node's own row, no message
+# passing), which the 400-node graph at the generator's default noise barely carries: FedAvg
+# scored test MRR 0.10 against 0.11 at random. The fixture therefore has 1,000 nodes with
+# feature noise 0.3 (a centrally fitted ridge map from image to text: test MRR 0.53, random
+# 0.11), and the paired tasks train a SAGE backbone (its root weight keeps a node's own query
+# row, which GCN's neighbourhood mean dilutes eight-fold) without dropout for 10 local epochs
+# a round. Measured (20 rounds, seed 0): FedAvg MRR 0.25 / AUC 0.74; the weakest, FedGTA
+# MRR 0.19 and FedIIH AUC 0.61, against 0.19 (1.5 x random) and 0.6.
+PAIR_DATA = {"name": "synthetic", "num_nodes": 1000, "text_dim": 32, "image_dim": 32, "avg_degree": 8, "noise": 0.3}
+PAIRED = ("retrieval", "matching")
+PAIRED_ROUNDS = 20
+
+
 def _pair_cfg(algo: str, task: str, cache, rounds: int = 12):  # noqa: ANN202
     return build_run_config({
-        "dataset": {"name": "synthetic", "num_nodes": 400, "text_dim": 32, "image_dim": 32, "avg_degree": 8},
+        "dataset": PAIR_DATA,
         "partition": {"name": "louvain", "num_clients": 3},
         "missing": {"name": "node_level", "rate": 0.3},
         "task": {"name": task},
         "algorithm": {"name": algo},
-        "model": {"hidden": 32},
-        "train": {"rounds": rounds, "lr": 0.01, "local_epochs": 2, "eval_every": 4},
+        "model": {"hidden": 32, **({"backbone": "sage", "dropout": 0.0} if task in PAIRED else {})},
+        "train": {"rounds": rounds, "lr": 0.01, "local_epochs": 10 if task in PAIRED else 2, "eval_every": 4},
         "output": {"cache_dir": str(cache), "checkpoint_dir": str(cache) + "/ckpt"},
     })
 
@@ -94,12 +107,14 @@ def test_node_cls_beats_majority_and_passes_audit(algo, nc_fed):
     assert rec["metrics"]["test/accuracy"] > reference + 0.15, (rec["metrics"], reference)
 
 
-def assert_beats_trivial_reference(algo: str, task: str, pair_fed, rounds: int,  # noqa: ANN001
+def assert_beats_trivial_reference(algo: str, task: str, pair_fed, rounds: int | None = None,  # noqa: ANN001
                                    auc_floor: float = 0.6) -> None:
     """Trains ``algo`` on ``task`` over the small paired federation: the ledger audit passes, bytes
     move, and it beats the trivial reference (retrieval: 1.5 x a random ranking's MRR; link
-    prediction and matching: AUC ``auc_floor``, 0.6 unless a caller says why not)."""
+    prediction and matching: AUC ``auc_floor``, 0.6 unless a caller says why not). Retrieval
+    and matching always train ``PAIRED_ROUNDS`` rounds; ``rounds`` is link prediction's."""
     cache, fed = pair_fed
+    rounds = PAIRED_ROUNDS if task in PAIRED else rounds
     rec = Engine(_pair_cfg(algo, task, cache, rounds=rounds), fed=fed).run()
     assert rec["status"] == "ok", rec["error"]
     assert rec["comm"]["violations"] == [] and rec["comm"]["bytes_up"] > 0
@@ -113,7 +128,7 @@ def assert_beats_trivial_reference(algo: str, task: str, pair_fed, rounds: int, 
 @pytest.mark.parametrize("algo", ALGOS)
 @pytest.mark.parametrize("task", OTHER_TASKS)
 def test_other_tasks_beat_trivial_reference(algo, task, pair_fed):
-    assert_beats_trivial_reference(algo, task, pair_fed, ROUNDS[task])
+    assert_beats_trivial_reference(algo, task, pair_fed, ROUNDS.get(task))
 
 
 def test_same_seed_same_numbers(pair_fed):

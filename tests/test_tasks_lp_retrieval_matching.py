@@ -19,6 +19,7 @@ from benchmark.tasks.link_pred import LinkPrediction, undirected_edges
 from benchmark.tasks.retrieval import Retrieval
 from data_prep.build import build_federation
 from data_prep.datasets.sources import MIRROR
+from test_multimodal_fl import PAIRED_ROUNDS, _pair_cfg, pair_fed  # noqa: F401 - pair_fed is a fixture
 
 SYNTH = {"name": "synthetic", "num_nodes": 600, "text_dim": 32, "image_dim": 32, "avg_degree": 8}
 
@@ -136,20 +137,31 @@ def _random_mrr(engine: Engine, split: str = "test") -> float:
     return total / weight
 
 
-@pytest.mark.parametrize("task, rounds, floor", [("link_pred", 25, 0.65), ("retrieval", 20, None),
-                                                 ("matching", 20, 0.7)])
-def test_fedavg_learns_each_task(synth_fed, tmp_path, task, rounds, floor):
-    engine = Engine(_cfg(tmp_path, {"name": task}, rounds), fed=synth_fed)
+def test_fedavg_learns_link_prediction(synth_fed, tmp_path):
+    engine = Engine(_cfg(tmp_path, {"name": "link_pred"}, 25), fed=synth_fed)
     rec = engine.run()
     assert rec["status"] == "ok", rec["error"]  # includes the ledger audit
     assert not engine.sim.ledger.violations
+    assert rec["metrics"]["test/auc"] > 0.65, rec["metrics"]
+    assert len(rec["per_client"]["test/auc"]) == 3
+
+
+@pytest.mark.parametrize("task", ["retrieval", "matching"])
+def test_fedavg_learns_each_paired_task_from_content(pair_fed, task):
+    """On the paired federation of ``test_multimodal_fl`` (content protocol, the default):
+    retrieval MRR above 2 x a random ranking's, matching AUC above 0.7 (measured at seed 0:
+    0.25 against 0.125, and 0.74)."""
+    cache, fed = pair_fed
+    engine = Engine(_pair_cfg("fedavg", task, cache, rounds=PAIRED_ROUNDS), fed=fed)
+    rec = engine.run()
+    assert rec["status"] == "ok", rec["error"]
+    assert not engine.sim.ledger.violations
     m = rec["metrics"]
     if task == "retrieval":
-        ref = _random_mrr(engine)
-        assert m["test/mrr"] > 3 * ref, (m, ref)
+        assert m["test/mrr"] > 2 * _random_mrr(engine), (m, _random_mrr(engine))
         assert m["test/recall@5"] <= m["test/recall@10"]
     else:
-        assert m["test/auc"] > floor, m
+        assert m["test/auc"] > 0.7, m
     assert len(rec["per_client"][f"test/{engine.task.primary_metric}"]) == 3
 
 
@@ -212,7 +224,7 @@ def test_fedgcn_scores_the_same_pairs_as_fedavg(tmp_path, task):
 @pytest.mark.parametrize("task_name", ["retrieval", "matching"])
 def test_content_gallery_view_encodes_each_node_from_its_own_row_only(synth_fed, tmp_path, task_name):
     """gallery_view: content: a node's gallery embedding ignores every other node (no message
-    passing), so graph position cannot match a pair; the default (graph) does not."""
+    passing), so graph position cannot match a pair; ``graph`` does not."""
     from benchmark.tasks.paired import PairedModalityTask
 
     for view, independent in (("content", True), ("graph", False)):
@@ -247,3 +259,20 @@ def test_fedgcn_content_gallery_is_the_nodes_own_row_not_its_neighbourhood_mean(
         qi = engine.task.modalities(c)[0]
         q = c.modalities[qi]  # the query modality keeps FedGCN's neighbourhood mean
         assert not torch.allclose(state["eval_view"].features[q][:c.num_nodes], c.features[q])
+
+
+def test_shared_hard_negative_pool_keeps_the_top_scorers_of_one_pool():
+    """hard_pool_min > 0 (FedMPO's pool: scale 4, at least 256): per positive, the num_negatives
+    highest scores among one pool of max(hard_pool_min, hard_pool x num_negatives) nodes."""
+    task = LinkPrediction(LinkPrediction.Config(hard_negatives=True, hard_pool=4, hard_pool_min=256, num_negatives=2))
+    z = torch.randn(500, 8)
+    pos = torch.randint(0, 500, (2, 30))
+    torch.manual_seed(3)
+    got = task._negatives(z, pos, 500)
+    torch.manual_seed(3)
+    pool = torch.randint(0, 500, (256,))
+    want = (z[pos[0]] @ z[pool].T).topk(2, dim=1).values
+    assert got.shape == (30, 2) and torch.allclose(got, want)
+    task.cfg.hard_pool_min = 0            # per-positive candidates: 8 each, the old behaviour
+    torch.manual_seed(3)
+    assert task._negatives(z, pos, 500).shape == (30, 2)

@@ -14,7 +14,10 @@ Scores are dot products of the model's outputs (the head projects the GNN embedd
 ``embed_dim``). Losses: ``bce`` (positives vs uniformly sampled negatives), or
 ``bce_bpr_margin`` (FedMPO: BCE + 0.5 BPR + 0.3 margin ranking with margin 0.1, on sigmoid
 probabilities). ``hard_negatives`` keeps, per positive, the highest-scoring of
-``hard_pool`` sampled candidates. Evaluation negatives are fixed per (seed, client, split),
+``hard_pool`` sampled candidates, or (``hard_pool_min`` > 0, FedMPO's "hard negative pool":
+scale 4, at least 256) the ``num_negatives`` highest-scoring nodes of one pool of
+``max(hard_pool_min, hard_pool x num_negatives)`` nodes drawn per step for all positives.
+Evaluation negatives are fixed per (seed, client, split),
 one per positive edge, and are never an edge of the client's graph.
 """
 
@@ -105,6 +108,10 @@ class LinkPrediction(Task):
         hard_negatives: bool = field(
             default=False, metadata={"help": "keep the highest-scoring of hard_pool candidates"})
         hard_pool: int = field(default=5, metadata={"help": "candidates drawn per hard negative", "min": 1})
+        hard_pool_min: int = field(default=0, metadata={
+            "help": "0: each positive draws its own hard_pool x num_negatives candidates; > 0: one pool of "
+                    "max(hard_pool_min, hard_pool x num_negatives) nodes per step, shared by every positive "
+                    "(FedMPO Table 9: scale 4, min pool 256)", "min": 0})
         val_frac: float = field(
             default=0.1, metadata={"help": "fraction of each client's edges held out for validation", "min": 0, "below": 1})
         test_frac: float = field(default=0.2, metadata={"help": "fraction of each client's edges held out for test", "min": 0, "below": 1})
@@ -175,8 +182,14 @@ class LinkPrediction(Task):
         c = self.cfg
         k = c.num_negatives
         draws = k * (c.hard_pool if c.hard_negatives else 1)
-        tails = torch.randint(0, n, (pos.shape[1], draws), device=z.device)
-        scores = (z[pos[0]].unsqueeze(1) * z[tails]).sum(-1)
+        if c.hard_negatives and c.hard_pool_min > 0:
+            # one shared pool: a [P, pool] score matrix instead of [P, pool, d] gathered rows
+            draws = max(c.hard_pool_min, draws)
+            pool = torch.randint(0, n, (draws,), device=z.device)
+            scores = z[pos[0]] @ z[pool].T
+        else:
+            tails = torch.randint(0, n, (pos.shape[1], draws), device=z.device)
+            scores = (z[pos[0]].unsqueeze(1) * z[tails]).sum(-1)
         if c.hard_negatives and draws > k:
             top = scores.detach().topk(k, dim=1).indices
             scores = scores.gather(1, top)

@@ -59,6 +59,9 @@ class FedMPOConfig:
         "help": "residual ratio between the imputed encoder input and the aggregated GNN output (Table 7: 0.35)", "min": 0, "below": 1})
 
     # ---- Stage 2: topology-aware generation (Table 7)
+    warmup_rounds: int = field(default=10, metadata={
+        "help": "rounds of linear learning-rate warmup, lr x min(1, (t + 1) / W) in round t (Table 6: 10 warmup "
+                "rounds 'for stable early optimization'; the schedule is our reading); 0 = off", "min": 0})
     attn_heads: int = field(default=4, metadata={"help": "heads of the context-bank attention (Table 7: 4)", "min": 1})
     attn_warmup_rounds: int = field(default=30, metadata={
         "help": "rounds T_w of the linear warmup gamma_t = min(1, t / T_w) (Table 7: 30)", "min": 0})
@@ -98,6 +101,10 @@ class FedMPOConfig:
         return (rec if self.lambda_rec is None else self.lambda_rec,
                 align if self.lambda_align is None else self.lambda_align,
                 route if self.lambda_route is None else self.lambda_route)
+
+    def lr_scale(self, rnd: int) -> float:
+        """The learning-rate factor of round ``rnd`` (0-based) under the linear warmup."""
+        return 1.0 if self.warmup_rounds == 0 else min(1.0, (max(rnd, 0) + 1) / self.warmup_rounds)
 
     def gamma(self, rnd: int) -> float:
         """gamma_t of Eq. 5: the linear warmup min(1, t / T_w), mapped into [interp_min, interp_max]."""

@@ -75,8 +75,9 @@ class FedMPO(ModelAlgorithm):
       map: the paper's L_rec / L_align "over the client's nodes" read as over the nodes whose
       modalities the task does not hold out (as link prediction's message graph already held
       out its val/test edges). Checked by ``tests/test_heldout_leak.py``.
-    * Table 6's 10 "warmup rounds" for the optimizer are not described further and are not
-      implemented; Table 9's auxiliary classification weight for retrieval (0.2, "when
+    * Table 6's 10 "warmup rounds ... for stable early optimization" are not described
+      further; we read them as a linear learning-rate warmup (``warmup_rounds``: round t trains
+      at lr x min(1, (t + 1) / 10)), separate from the attention warmup T_w = 30. Table 9's auxiliary classification weight for retrieval (0.2, "when
       used") is not used: retrieval here trains without labels.
     """
 
@@ -123,6 +124,8 @@ class FedMPO(ModelAlgorithm):
 
     def client_update(self, client: ClientData, state: dict, received: Payload, rnd: int) -> Payload:
         model, opt = self.client_model(state)
+        for group in opt.param_groups:  # the optimizer warmup (Table 6); the client's Adam moments persist
+            group["lr"] = self.ctx.run.train.lr * self.cfg.lr_scale(rnd)
         load_model_payload(model, received)
         model.set_round(rnd)
         model.pop_aux()
