@@ -173,6 +173,17 @@ def value_key(value: Any) -> Hashable:
     return str(value)
 
 
+def under_condition(record: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+    """True when every ``key: value`` of ``where`` matches the record's params (a record
+    without the key does not match): picks out a suite's control runs."""
+    params = record.get("params") or {}
+    for key, allowed in where.items():
+        values = allowed if isinstance(allowed, (list, tuple, set)) else [allowed]
+        if key not in params or value_key(params[key]) not in {value_key(v) for v in values}:
+            return False
+    return True
+
+
 def check_keys(frame: pd.DataFrame, keys: Iterable[str], what: str) -> None:
     """ConfigError naming any key that is no column of the records (a typo in a spec)."""
     available = list(frame.attrs.get("param_keys", [])) + list(CELL_CONTEXT_FIELDS)
