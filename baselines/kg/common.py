@@ -159,11 +159,16 @@ class KGEClient(nn.Module):
 
 def both_views(task: Any, model: nn.Module, client: KGClientData, load_global: Callable[[], None]) -> dict[str, dict[str, float]]:
     """Scores of the client view (the model as local training left it) and, after
-    ``load_global()``, of the server view; ``val``/``test`` are the server view."""
+    ``load_global()``, of the server view.
+
+    ``val``/``test`` are the client view, for every federated KG method: MMFeD3 and MMFedLU
+    can only be scored there (their client model is personal), so the others are too, and the
+    best round is chosen on the view that is reported. The server view stays in the record
+    under ``val_server``/``test_server`` (Figure 5 plots both)."""
     local = task.evaluate(model, client)
     load_global()
     server = task.evaluate(model, client)
-    return {**server, "val_server": server["val"], "test_server": server["test"],
+    return {**local, "val_server": server["val"], "test_server": server["test"],
             "val_client": local["val"], "test_client": local["test"]}
 
 
@@ -366,11 +371,10 @@ class KGAlgorithm(Algorithm):
         return self._replies()
 
     def evaluate(self, client: KGClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
-        """Personalized: the client's own model. Federated: the server view on ``val``/``test``
-        (the global parameters received: entity rows, projections, fusion, with the client's
-        local relations), and both views under their own names (``*_server``, ``*_client``:
-        the model as the client's local training left it), so every FL row can be compared
-        on either view (``both_views``)."""
+        """Personalized: the client's own model. Federated: the client view on ``val``/``test``
+        (the model as the client's local training left it), and both views under their own
+        names (``*_client``, and ``*_server``: the global parameters received, entity rows,
+        projections, fusion, with the client's local relations); see ``both_views``."""
         model = self.client_model(client, state)
         if not (self.federated and received):
             return self.ctx.task.evaluate(model, client)
