@@ -208,6 +208,7 @@ class KGAlgorithm(Algorithm):
         recon_net: str = field(default="cra", metadata={"help": "HidE reconstruction network predicting x0 from (x_t, t): cra, ae, mlp or mha", "choices": RECON_NETS})
         imputer_heads: int = field(default=4, metadata={"help": "attention heads of HidE's mha reconstruction net", "min": 1})
         pretrain_rounds: int = field(default=0, metadata={"help": "first rounds trained structure-only (FedE pre-training of S^c, seed Sec. IV-A), then the multimodal model", "min": 0})
+        pretrain_share: float = field(default=0.0, metadata={"help": "the same pre-training given as a share of train.rounds (rounded; the larger of the two counts), so one suite value fits every scale", "min": 0.0, "below": 1.0})
 
         def __post_init__(self) -> None:
             try:
@@ -226,7 +227,10 @@ class KGAlgorithm(Algorithm):
         self.fusion = getattr(cfg, "fusion", "weighted") if cfg is not None else "weighted"
         self.imputer = getattr(cfg, "imputer", "none") if cfg is not None else "none"
         self.lambda_di = float(getattr(cfg, "lambda_di", 0.0)) if cfg is not None else 0.0
-        self.pretrain_rounds = int(getattr(cfg, "pretrain_rounds", 0)) if cfg is not None else 0
+        rounds = int(getattr(getattr(getattr(ctx, "run", None), "train", None), "rounds", 0) or 0)
+        share = float(getattr(cfg, "pretrain_share", 0.0)) if cfg is not None else 0.0
+        self.pretrain_rounds = max(int(getattr(cfg, "pretrain_rounds", 0)) if cfg is not None else 0,
+                                   int(round(share * rounds)))
         self.client_ids_seen: dict[int, Tensor] = {}
         self.table: Tensor | None = None
         self.shared: Payload = {}
