@@ -14,16 +14,24 @@ import math
 import numbers
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.report.leaderboard.columns import columns, failure_text, fmt_param
 from benchmark.report.leaderboard.rows import Row, finite
 from benchmark.report.leaderboard.sections import Section
 from benchmark.results import now_iso
 
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
 FILTERS = (("track", "Track"), ("task", "Task"), ("dataset", "Dataset"), ("missing", "Missing setting"),
            ("rate", "Missing rate"))
 STATIC = "static"
+
+
+def static_dir() -> Traversable:
+    """The page's static files, inside the installed package (package data)."""
+    return resources.files(__package__) / STATIC
 
 
 def asset(name: str, tag: str) -> str:
@@ -32,7 +40,7 @@ def asset(name: str, tag: str) -> str:
     A missing file means a broken install (pyproject's package-data lists the folder), and a
     file holding ``</tag`` would end its element early, so both are errors that name the file.
     """
-    path = resources.files(__package__) / STATIC / name
+    path = static_dir() / name
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
