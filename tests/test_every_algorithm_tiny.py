@@ -22,8 +22,9 @@ load_plugins()
 
 # algorithms that exchange nothing by design (no-communication bounds; Centralized is FedAvg
 # with the pooled graph as its one client, so its model does go through the ledger)
-SILENT = {"local", "s_ind", "mmind", "mmcen"}
-PRIMARY = {"node_cls": "accuracy", "link_pred": "auc", "retrieval": "mrr", "matching": "auc", "kg_completion": "mrr"}
+SILENT = {"local", "s_ind", "mmind", "mmcen", "amfl_local"}
+PRIMARY = {"node_cls": "accuracy", "link_pred": "auc", "retrieval": "mrr", "matching": "auc", "kg_completion": "mrr",
+           "amfl_cls": "accuracy"}
 
 
 def _pairs() -> list[tuple[str, str]]:
@@ -40,6 +41,16 @@ def _cfg(algo: str, task: str, cache) -> object:
             "task": {"name": task, "dim": 8, "num_negatives": 16, "batch_size": 256},
             "algorithm": {"name": algo},
             "train": {"rounds": 2, "local_epochs": 1, "lr": 0.05, "device": "auto"},
+            "output": out,
+        })
+    if task == "amfl_cls":
+        return build_run_config({
+            "dataset": {"name": "av_digits"},
+            "partition": {"name": "amfl_population", "num_clients": 4, "samples_mean": 24, "samples_std": 0.0},
+            "missing": {"name": "none"},
+            "task": {"name": task},
+            "algorithm": {"name": algo},
+            "train": {"rounds": 2, "local_epochs": 1, "lr": 0.01, "device": "auto"},
             "output": out,
         })
     return build_run_config({

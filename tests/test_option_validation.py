@@ -194,11 +194,45 @@ def run_cli(config: dict[str, Any]) -> tuple[int, str, list[str]]:
     return code, err.getvalue(), left
 
 
-@pytest.mark.parametrize("opt, constraint, strategy", CASES, ids=[f"{o}-{c}" for o, c, _ in CASES])
-@settings(max_examples=3, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(data=st.data())
+# Hypothesis chains one settings object per parametrized case of a @given test, and past
+# about a thousand cases reading that chain overflows the stack; the cases are therefore
+# spread over several identical tests, each with its own share (a case per option and
+# constraint, as before).
+SHARDS = 4
+SHARD_OF = [CASES[k::SHARDS] for k in range(SHARDS)]
+
+
+def _given(cases: list) -> Any:
+    def deco(fn: Any) -> Any:
+        fn = given(data=st.data())(fn)
+        fn = settings(max_examples=3, deadline=None, derandomize=True, database=None,
+                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])(fn)
+        return pytest.mark.parametrize("opt, constraint, strategy", cases, ids=[f"{o}-{c}" for o, c, _ in cases])(fn)
+    return deco
+
+
+@_given(SHARD_OF[0])
 def test_out_of_range_value_is_one_line_exit_2(opt: Option, constraint: str, strategy: Any, data: Any):
+    check_out_of_range(opt, constraint, strategy, data)
+
+
+@_given(SHARD_OF[1])
+def test_out_of_range_value_is_one_line_exit_2_b(opt: Option, constraint: str, strategy: Any, data: Any):
+    check_out_of_range(opt, constraint, strategy, data)
+
+
+@_given(SHARD_OF[2])
+def test_out_of_range_value_is_one_line_exit_2_c(opt: Option, constraint: str, strategy: Any, data: Any):
+    check_out_of_range(opt, constraint, strategy, data)
+
+
+@_given(SHARD_OF[3])
+def test_out_of_range_value_is_one_line_exit_2_d(opt: Option, constraint: str, strategy: Any, data: Any):
+    check_out_of_range(opt, constraint, strategy, data)
+
+
+def check_out_of_range(opt: Option, constraint: str, strategy: Any, data: Any) -> None:
+    """A value breaking ``constraint`` of ``opt``: exit 2, one line naming the option, nothing written."""
     value = wrap(opt, data.draw(strategy, label="value"), constraint)
     code, err, left = run_cli(opt.config(value))
     lines = err.splitlines()

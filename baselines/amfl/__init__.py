@@ -1,0 +1,1 @@
+"""AMFL track baselines (FedMBridge Appendix B.1), one module each."""

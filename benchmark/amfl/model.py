@@ -1,0 +1,74 @@
+"""An AMFL client's model, built from its ``ArchSpec``: encoders -> fusion -> trunk -> head."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from benchmark.amfl.blocks import BLOCKS, Block
+from benchmark.amfl.spec import ArchSpec
+from benchmark.errors import ConfigError
+
+
+def _block(spec_block, in_dims: list[int], where: str, **kw) -> Block:
+    cls = BLOCKS.get(spec_block.kind)
+    try:
+        return cls(in_dims, spec_block.opts(), **kw)
+    except ConfigError as e:
+        raise ConfigError(f"architecture spec: {where}: {e}") from None
+
+
+class AMFLNet(nn.Module):
+    """The personal model a spec describes. ``forward(features)`` takes the client's
+    modality -> [B, d_m] dict and returns logits over its own classes."""
+
+    def __init__(self, spec: ArchSpec, feature_dims: dict[str, int], token_dims: dict[str, int],
+                 num_classes: int) -> None:
+        super().__init__()
+        spec.check(BLOCKS)
+        missing = [m for m in spec.modalities if m not in feature_dims]
+        if missing:
+            raise ConfigError(f"architecture spec: encoder for modality '{missing[0]}', which the data lacks "
+                              f"(it has: {', '.join(feature_dims)})")
+        self.spec = spec
+        self.encoders = nn.ModuleDict({
+            m: _block(b, [feature_dims[m]], f"encoder of '{m}'", token_dim=token_dims.get(m))
+            for m, b in spec.encoders})
+        dims = [e.out_dim for e in self.encoders.values()]
+        self.fusion = None if spec.fusion is None else _block(spec.fusion, dims, "fusion")
+        fused = dims[0] if self.fusion is None else self.fusion.out_dim
+        self.trunk = _block(spec.trunk, [fused], "trunk")
+        self.head = _block(spec.head, [self.trunk.out_dim], "head", out_dim=num_classes)
+
+    def blocks(self) -> list[tuple[str, str, Block]]:
+        """(role, branch modality or '', block) in data-flow order."""
+        out: list[tuple[str, str, Block]] = [("encoder", m, e) for m, e in self.encoders.items()]
+        if self.fusion is not None:
+            out.append(("fusion", "", self.fusion))
+        return out + [("trunk", "", self.trunk), ("head", "", self.head)]
+
+    def embed(self, features: dict[str, Tensor]) -> Tensor:
+        """The trunk's output (what a distillation method may compare)."""
+        hs = [enc([features[m]]) for m, enc in self.encoders.items()]
+        h = hs[0] if self.fusion is None else self.fusion(hs)
+        return self.trunk([h])
+
+    def forward(self, features: dict[str, Tensor]) -> Tensor:
+        return self.head([self.embed(features)])
+
+
+def flat_params(model: nn.Module) -> Tensor:
+    """All parameters in ``model.parameters()`` order as one detached vector."""
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def load_flat(model: nn.Module, vec: Tensor) -> None:
+    """Copy a flat vector into the parameters, in place (keeps optimizer references)."""
+    n = sum(p.numel() for p in model.parameters())
+    if vec.numel() != n:
+        raise ValueError(f"flat vector has {vec.numel()} values, the model {n} parameters")
+    with torch.no_grad():
+        i = 0
+        for p in model.parameters():
+            p.copy_(vec[i:i + p.numel()].view_as(p))
+            i += p.numel()

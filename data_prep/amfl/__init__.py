@@ -1,0 +1,1 @@
+"""AMFL simulations: multimodal sample sources, the client population and its federation."""

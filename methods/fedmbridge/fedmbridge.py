@@ -1,0 +1,137 @@
+"""FedMBridge (Algorithm 1): the server's TAHN generates every client's weights from its
+architecture graph and task embedding; clients return their multi-step update Delta
+theta_i; the server updates c_i, phi1 and phi2 by the chain rule, with SGD.
+
+Rounds in the harness's hooks:
+
+* setup (Algorithm 1, initialization): each client uploads its graph A_i (node features,
+  edges, which node owns each parameter tensor and its shape) and receives its first
+  theta_i = h(A_i, c_i; phi) (ledger phase "setup").
+* ``client_update``: start from the downloaded theta_i, ``train.local_epochs`` epochs of
+  mini-batch Adam (Table 5), upload ``delta`` = theta~_i - theta_i only.
+* ``aggregate``: ``chain_rule_step`` on the round's deltas, then theta_i for every client
+  from the updated TAHN: client i is only ever sent its own theta_i, never another's.
+* ``evaluate``: the personal model is the generated theta_i (Eq. 4; ``personal:
+  generated``), or the client's weights after its last local training (``personal: local``).
+
+Server memory is the TAHN plus one graph and one index layout per client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from benchmark.amfl.graph import ArchGraph, build_graph, vocab_sizes
+from benchmark.amfl.model import flat_params, load_flat
+from benchmark.comm import Payload
+from benchmark.registry import ALGORITHMS
+from baselines.amfl.common import AMFLAlgorithm, stream_seed
+from methods.fedmbridge.tahn import TAHN, ClientLayout, chain_rule_step
+
+
+SERVER_OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
+
+
+@dataclass
+class FedMBridgeConfig:
+    """TAHN hyperparameters (Table 5 where it gives them)."""
+
+    gnn_layers: int = field(default=4, metadata={"help": "GNN layers L of the role encoder (Table 3 ablation: 0)",
+                                                 "min": 0})
+    gnn_widths: list[int] = field(default_factory=lambda: [32, 64, 64, 32], metadata={
+        "help": "node feature size per GNN layer (Table 5); the first L are used", "min": 1})
+    embed_dim: int = field(default=32, metadata={"help": "width of the embedded node features Z^(0)", "min": 1})
+    task_dim: int = field(default=16, metadata={"help": "task embedding size F (Table 5)", "min": 1})
+    combine: str = field(default="concat", metadata={"help": "role-task fusion in Eq. 9 (Table 3: concat or sum)",
+                                                     "choices": ("concat", "sum")})
+    hidden: int = field(default=64, metadata={"help": "hidden width of the node decoder MLP", "min": 1})
+    chunk: int = field(default=128, metadata={"help": "weights generated per decoder output", "min": 1})
+    max_chunks: int = field(default=1024, metadata={"help": "chunks one node may need", "min": 1})
+    chunk_dim: int = field(default=16, metadata={"help": "width of the chunk-index embedding", "min": 1})
+    server_lr: float = field(default=0.005, metadata={"help": "TAHN SGD learning rate eta (Table 5: 0.005-0.07)",
+                                                      "positive": True})
+    server_optimizer: str = field(default="sgd", metadata={
+        "help": "optimizer of the TAHN update: sgd (Table 5) or adam (same chain-rule gradient, preconditioned)",
+        "choices": ("sgd", "adam")})
+    server_weight_decay: float = field(default=0.0, metadata={
+        "help": "weight decay of phi's SGD (Table 5 lists 0.06 without saying for which optimizer)", "min": 0.0})
+    personal: str = field(default="generated", metadata={
+        "help": "evaluated model: generated theta_i (Eq. 4) or local (after the client's last training)",
+        "choices": ("generated", "local")})
+
+    def __post_init__(self) -> None:
+        from benchmark.errors import ConfigError
+
+        if self.gnn_layers > len(self.gnn_widths):
+            raise ConfigError(f"algorithm.gnn_layers ({self.gnn_layers}) exceeds the {len(self.gnn_widths)} "
+                              f"gnn_widths given")
+
+
+@ALGORITHMS.register("fedmbridge")
+class FedMBridge(AMFLAlgorithm):
+    """FedMBridge: a topology-aware hypernetwork generates each client's weights from its architecture graph (Algorithm 1)."""
+
+    Config = FedMBridgeConfig
+    has_setup = True
+    upload_keys = (r"arch\.(features|edges|param_node|param_shape)", "delta")
+
+    def init_server(self) -> Payload:
+        c, ctx = self.cfg, self.ctx
+        self.index = {cid: i for i, cid in enumerate(ctx.client_ids)}
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(stream_seed(ctx.seed, "fedmbridge/tahn"))
+            self.tahn = TAHN(vocab_sizes(len(ctx.modalities)), len(ctx.client_ids), embed_dim=c.embed_dim,
+                             gnn_widths=list(c.gnn_widths[:c.gnn_layers]), task_dim=c.task_dim, combine=c.combine,
+                             hidden=c.hidden, chunk=c.chunk, max_chunks=c.max_chunks,
+                             chunk_dim=c.chunk_dim).to(ctx.device)
+        groups = [{"params": self.tahn.phi(), "weight_decay": c.server_weight_decay},
+                  {"params": [self.tahn.tasks.weight], "weight_decay": 0.0}]
+        self.opt = SERVER_OPTIMIZERS[c.server_optimizer](groups, lr=c.server_lr)
+        self.layouts: dict[int, ClientLayout] = {}
+        return {}
+
+    # ------------------------------------------------------------------ setup: A_i up, theta_i down
+    def setup_upload(self, client, state: dict) -> Payload:
+        model, _ = self.client_model(client, state)
+        return build_graph(model, self.ctx.modalities).payload()
+
+    def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:
+        for cid, up in uploads.items():
+            self.layouts[self.index[cid]] = ClientLayout.of(ArchGraph.from_payload(up), self.cfg.chunk,
+                                                            self.cfg.max_chunks, self.ctx.device)
+        return {cid: self._theta(cid) for cid in uploads}
+
+    def setup_receive(self, client, state: dict, payload: Payload) -> None:
+        state["theta"] = payload["theta"]
+
+    @torch.no_grad()
+    def _theta(self, cid: int) -> Payload:
+        i = self.index[cid]
+        return {"theta": self.tahn(self.layouts[i], i).detach().clone()}
+
+    # ------------------------------------------------------------------ rounds
+    def client_update(self, client, state: dict, received: Payload, rnd: int) -> Payload:
+        theta = received["theta"] if "theta" in received else state["theta"]
+        model, opt = self.client_model(client, state)
+        load_flat(model, theta)
+        self.local_train(model, opt, client, rnd)
+        return {"delta": flat_params(model) - theta}
+
+    def aggregate(self, uploads: dict[int, Payload], rnd: int) -> dict[int, Payload]:
+        deltas = {self.index[cid]: up["delta"] for cid, up in uploads.items()}
+        if deltas:
+            chain_rule_step(self.tahn, self.opt, self.layouts, deltas)
+        return {cid: self._theta(cid) for cid in self.ctx.client_ids}
+
+    def evaluate(self, client, state: dict, received: Payload) -> dict[str, dict[str, float]]:
+        model, _ = self.client_model(client, state)
+        if self.cfg.personal == "generated":
+            theta = received["theta"] if "theta" in received else state["theta"]
+            saved = flat_params(model)
+            load_flat(model, theta)
+            scores = self.ctx.task.evaluate(model, client)
+            load_flat(model, saved)
+            return scores
+        return self.ctx.task.evaluate(model, client)

@@ -1,0 +1,165 @@
+"""The topology-aware hypernetwork (TAHN, §4.3): h(A_i, c_i; phi) = Comb(c_i, Role(A_i; phi1); phi2).
+
+* ``RoleEncoder`` (phi1, Eq. 7-8): the K categorical node features are embedded (one
+  table per column, summed, width ``embed_dim``) and passed through L layers of
+  z_v = sigma(W_self z_v + W_in sum_{u->v} z_u + W_out sum_{v->w} z_w + b), messages
+  from in- and out-neighbours kept apart. Table 5: L = 4, widths [32, 64, 64, 32], role
+  embedding S = 32. Paper silent: the last layer has no activation (role embeddings are
+  not clipped at zero); with L = 0 the role embedding is the embedded features.
+* ``WeightGenerator`` (phi2, Eq. 9): an MLP node decoder on [c_i (+) z_v]; (+) is
+  concatenation (default) or sum (Table 3's ablation; the task embedding is then mapped to
+  S by a Linear, as F != S). Paper silent on tensors larger than one output: each node's
+  parameters are generated in chunks of ``chunk`` values, the decoder also reading a
+  learned embedding of the chunk's index (as graph hypernetworks do), and each tensor is
+  scaled by 1/sqrt(fan_in) so generated layers start in the range a standard
+  initialization gives, whatever their width.
+* ``ClientLayout``: for one uploaded graph, which decoder outputs make up the flat theta_i
+  (in the client's ``model.parameters()`` order) and their scales; computed once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from benchmark.amfl.graph import ArchGraph
+from benchmark.errors import ConfigError
+
+
+class RoleEncoder(nn.Module):
+    """phi1: layer-role embeddings Z^(L) of every node of an architecture graph."""
+
+    def __init__(self, vocab: tuple[int, ...], embed_dim: int, widths: list[int]) -> None:
+        super().__init__()
+        self.embeds = nn.ModuleList(nn.Embedding(v, embed_dim) for v in vocab)
+        dims = [embed_dim, *widths]
+        self.self_w = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.in_w = nn.ModuleList(nn.Linear(a, b, bias=False) for a, b in zip(dims[:-1], dims[1:]))
+        self.out_w = nn.ModuleList(nn.Linear(a, b, bias=False) for a, b in zip(dims[:-1], dims[1:]))
+        self.out_dim = dims[-1]
+
+    def forward(self, features: Tensor, edges: Tensor) -> Tensor:
+        z = sum(emb(features[:, k]) for k, emb in enumerate(self.embeds))
+        src, dst = edges[0], edges[1]
+        for layer, (ws, wi, wo) in enumerate(zip(self.self_w, self.in_w, self.out_w)):
+            from_in = torch.zeros_like(z).index_add_(0, dst, z[src])    # sum over u -> v
+            from_out = torch.zeros_like(z).index_add_(0, src, z[dst])   # sum over v -> w
+            z = ws(z) + wi(from_in) + wo(from_out)
+            if layer < len(self.self_w) - 1:
+                z = torch.relu(z)
+        return z
+
+
+class WeightGenerator(nn.Module):
+    """phi2: the node decoder g_nodec([c_i (+) z_v], chunk index) -> ``chunk`` weights."""
+
+    def __init__(self, task_dim: int, role_dim: int, combine: str, hidden: int, chunk: int,
+                 max_chunks: int, chunk_dim: int) -> None:
+        super().__init__()
+        self.combine = combine
+        self.task_proj = nn.Linear(task_dim, role_dim) if combine == "sum" else None
+        width = role_dim if combine == "sum" else task_dim + role_dim
+        self.chunk_embed = nn.Embedding(max_chunks, chunk_dim)
+        self.mlp = nn.Sequential(nn.Linear(width + chunk_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                                 nn.LayerNorm(hidden, elementwise_affine=False), nn.ReLU(), nn.Linear(hidden, chunk))
+        self.chunk = chunk
+        self.max_chunks = max_chunks
+        # outputs of about unit scale at the start (normalized hidden layer, then this init), so
+        # that theta = output / sqrt(fan_in) begins at the scale of a standard initialization
+        nn.init.normal_(self.mlp[-1].weight, std=math.sqrt(2.0 / hidden))
+        nn.init.zeros_(self.mlp[-1].bias)
+
+    def forward(self, c: Tensor, z: Tensor, rows_node: Tensor, rows_chunk: Tensor) -> Tensor:
+        """Decoder outputs [R, chunk] for rows (node, chunk index)."""
+        if self.task_proj is not None:
+            h = z[rows_node] + self.task_proj(c).expand(len(rows_node), -1)
+        else:
+            h = torch.cat([c.expand(len(rows_node), -1), z[rows_node]], dim=-1)
+        return self.mlp(torch.cat([h, self.chunk_embed(rows_chunk)], dim=-1))
+
+
+@dataclass
+class ClientLayout:
+    """Where each value of a client's flat theta comes from in the decoder's output."""
+
+    graph: ArchGraph
+    rows_node: Tensor     # [R] node of each decoder row
+    rows_chunk: Tensor    # [R] chunk index within its node
+    gather: Tensor        # [P_total] position in the flattened [R, chunk] output
+    scale: Tensor         # [P_total] 1/sqrt(fan_in) of the tensor each value belongs to
+
+    @property
+    def num_params(self) -> int:
+        return int(self.gather.numel())
+
+    @classmethod
+    def of(cls, graph: ArchGraph, chunk: int, max_chunks: int, device: torch.device) -> "ClientLayout":
+        node, (numel, fan_in) = graph.param_node, graph.param_shape.t()
+        per_node: dict[int, int] = {}
+        for v, n in zip(node.tolist(), numel.tolist()):
+            per_node[v] = per_node.get(v, 0) + n
+        rows_node, rows_chunk, start = [], [], {}
+        for v in sorted(per_node):
+            k = math.ceil(per_node[v] / chunk)
+            if k > max_chunks:
+                raise ConfigError(f"fedmbridge: a layer of {per_node[v]} weights needs {k} chunks of {chunk}; "
+                                  f"raise algorithm.max_chunks (now {max_chunks}) or algorithm.chunk")
+            start[v] = len(rows_node) * chunk
+            rows_node += [v] * k
+            rows_chunk += list(range(k))
+        gather, scale, used = [], [], {v: 0 for v in per_node}
+        for v, n, f in zip(node.tolist(), numel.tolist(), fan_in.tolist()):
+            gather.append(torch.arange(start[v] + used[v], start[v] + used[v] + n))
+            scale.append(torch.full((n,), 1.0 / math.sqrt(max(f, 1))))
+            used[v] += n
+        t = lambda x: torch.as_tensor(x, dtype=torch.long, device=device)  # noqa: E731
+        return cls(graph, t(rows_node), t(rows_chunk), torch.cat(gather).to(device), torch.cat(scale).to(device))
+
+
+class TAHN(nn.Module):
+    """phi = {phi1, phi2} plus the task embeddings c_i of every client (all on the server)."""
+
+    def __init__(self, vocab: tuple[int, ...], num_clients: int, *, embed_dim: int, gnn_widths: list[int],
+                 task_dim: int, combine: str, hidden: int, chunk: int, max_chunks: int, chunk_dim: int) -> None:
+        super().__init__()
+        self.role = RoleEncoder(vocab, embed_dim, gnn_widths)
+        self.tasks = nn.Embedding(num_clients, task_dim)
+        nn.init.normal_(self.tasks.weight, std=1.0 / math.sqrt(task_dim))
+        self.generator = WeightGenerator(task_dim, self.role.out_dim, combine, hidden, chunk, max_chunks, chunk_dim)
+
+    def phi(self) -> list[nn.Parameter]:
+        """The shared parameters (phi1 and phi2), without the task embeddings."""
+        return [*self.role.parameters(), *self.generator.parameters()]
+
+    def forward(self, layout: ClientLayout, index: int) -> Tensor:
+        """theta_i = h(A_i, c_i; phi), flat, in the client's parameter order."""
+        g = layout.graph
+        z = self.role(g.features.to(layout.gather.device), g.edges.to(layout.gather.device))
+        c = self.tasks.weight[index:index + 1]
+        out = self.generator(c, z, layout.rows_node, layout.rows_chunk).reshape(-1)
+        return out[layout.gather] * layout.scale
+
+
+def chain_rule_step(tahn: TAHN, opt: torch.optim.Optimizer, layouts: dict[int, ClientLayout],
+                    deltas: dict[int, Tensor]) -> None:
+    """The server update of §4.4 / Algorithm 1 from the clients' Delta theta_i = theta~_i - theta_i:
+
+    grad phi = -(1/|N_r|) sum_i (d theta_i / d phi)^T Delta theta_i   (phi1 and phi2)
+    grad c_i = -(d theta_i / d c_i)^T Delta theta_i                   (each client's own)
+
+    computed as one vector-Jacobian product per client (autograd of <theta_i, Delta theta_i>),
+    then one step of ``opt`` (SGD in the paper). ``layouts`` and ``deltas`` are keyed by the
+    client's row in the task-embedding table."""
+    opt.zero_grad(set_to_none=True)
+    n = len(deltas)
+    for index, delta in deltas.items():
+        theta = tahn(layouts[index], index)
+        surrogate = -(theta * delta.to(theta.dtype)).sum()
+        (surrogate / n).backward()
+    # the backward above gave every c_i 1/|N_r| of its own gradient: c_i is not averaged
+    if tahn.tasks.weight.grad is not None:
+        tahn.tasks.weight.grad.mul_(n)
+    opt.step()
