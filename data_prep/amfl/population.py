@@ -86,6 +86,10 @@ class AMFLPopulation:
                                                       "pattern": r"[0-9]+(,[0-9]+)*", "pattern_help": "64,32"})
         classes_per_client: int = field(default=4, metadata={"help": "size of each personal label space "
                                                                      "(Mnist AMF: 4 of 10)", "min": 2})
+        label_order: str = field(default="random", metadata={
+            "help": "personal label ids: random (the paper: a client's relative labels 0..C-1 follow its own random "
+                    "order) or global (in global class order, so clients with the same classes share a label space)",
+            "choices": ("random", "global")})
         samples_mean: float = field(default=60.0, metadata={"help": "mean samples per client (all splits)",
                                                             "positive": True})
         samples_std: float = field(default=15.0, metadata={"help": "std of samples per client", "min": 0.0})
@@ -188,6 +192,8 @@ class AMFLPopulation:
                 group = f"{'+'.join(combo)}|{fusion or '-'}|d{depth}"
                 group_counts[group] = group_counts.get(group, 0) + 1
                 classes = rng.choice(source.num_classes, size=c.classes_per_client, replace=False).tolist()
+                if c.label_order == "global":
+                    classes = sorted(classes)
                 n = max(3 * c.classes_per_client, int(round(rng.normal(c.samples_mean, c.samples_std))))
                 per = [n // len(classes) + (1 if i < n % len(classes) else 0) for i in range(len(classes))]
                 splits: dict[str, list[int]] = {"train": [], "val": [], "test": []}
