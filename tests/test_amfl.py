@@ -133,6 +133,9 @@ def test_population_groups_counts_and_determinism():
     fed = build_federation(amfl_cfg(num_clients=10, fusions="concat,tensor", depths="1,2"))
     info = fed.stats["partition_info"]
     assert info["combinations"] == {"image": 2, "signal": 2, "image+signal": 6}   # weights 1 : 1 : 3
+    n = {c.cid: c.num_nodes for c in fed.clients}
+    image = sum(n[c.cid] for c in fed.clients if "image" in c.features) / sum(n.values())
+    assert fed.availability()["image"] == round(image, 4) and 0.5 < image < 1.0
     multi = {g: n for g, n in info["groups"].items() if g.startswith("image+signal")}
     assert sorted(multi) == ["image+signal|concat|d1", "image+signal|concat|d2", "image+signal|tensor|d1",
                              "image+signal|tensor|d2"] and sorted(multi.values()) == [1, 1, 2, 2]
