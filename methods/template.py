@@ -19,6 +19,12 @@ Rules of the game: a client sees only its own ``ClientData``; ``state`` is that 
 private memory across rounds; everything sent is a flat ``dict[str, Tensor]`` that passes
 through the ledger (bytes per round appear on the leaderboard).
 
+An AMFL method (task ``amfl_cls``, every client with its own architecture) subclasses
+``baselines.amfl.common.AMFLAlgorithm`` instead: ``client_model(client, state)`` builds the
+client's own model from ``client.arch``, ``local_train(model, opt, client, rnd)`` trains it
+on mini-batches, and the smoke cell comes from the AMFL CI suite (fedmbridge_table2, tiny).
+``tests/fixtures/submissions/amfl_group_avg.py`` is a complete example.
+
 This method is FedAvg with a server step size: the server moves the global model a fraction
 ``server_lr`` of the way towards the clients' size-weighted average (1.0 is plain FedAvg).
 """

@@ -151,3 +151,15 @@ def test_mixed_task_suite_runs_only_the_declared_tasks(
     assert rc == 0, err
     records = [json.loads(line) for line in (results / "submit_mixed" / "tiny.jsonl").read_text().splitlines()]
     assert [r["params"]["task.name"] for r in records] == ["node_cls"]
+
+
+def test_an_amfl_method_is_accepted_with_a_smoke_cell_of_its_track(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """An AMFL method gets its smoke cell from the AMFL CI suite (fedmbridge_table2, tiny)."""
+    path = FIXTURES / "amfl_group_avg.py"
+    try:
+        rc, out, err = _submit([str(path), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "t")], capsys)
+    finally:
+        R.ALGORITHMS.unregister("amfl_group_avg")
+    assert rc == 0, err
+    assert "accepted: algorithm 'amfl_group_avg' from amfl_group_avg.py" in out
