@@ -195,3 +195,18 @@ def test_unknown_block_through_the_real_entry_point(tmp_path):
     assert proc.returncode == 2
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "unknown block 'crossattn'" in lines[0] and "cross_attn" in lines[0]
+
+
+@pytest.mark.parametrize("name, cells", [("fedmbridge_table2", 10), ("fedmbridge_table3", 20)])
+def test_amfl_suites_validate_at_their_scales_and_their_small_populations_fit(name, cells):
+    from benchmark.sweep import load_suite
+
+    suite = load_suite(name)
+    for scale in ("tiny", "small"):
+        built = suite.cells(scale)   # builds and validates every config
+        assert len({c.cell_id for c in built}) == len(built) == cells
+        cfg = build_run_config(built[0].config)
+        assert cfg.task.name == "amfl_cls" and cfg.missing.name == "none"
+    for seed in range(5):   # the data can fill the small population of every seed
+        fed = build_federation(build_run_config({**suite.cells("small")[0].config, "seed": seed}))
+        assert fed.num_clients == 24 and len(fed.stats["partition_info"]["combinations"]) == 7

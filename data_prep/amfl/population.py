@@ -7,7 +7,9 @@ multimodal one weight 3, the proportions of Scene and Object AMF); inside a comb
 the clients cycle through its (fusion, depth) groups, so group counts differ by at most
 one. Each client then draws, from its own seeded stream, an encoder family and width per
 modality, its personal label space (``classes_per_client`` of the global classes, in a
-random order: relative labels 0..C-1 as in the paper) and its sample count
+random order: relative labels 0..C-1 as in the paper; the paper samples the classes
+uniformly, here the least-used classes so far are taken, ties at random, so that a small
+source such as the 1,797 8x8 digits fills a population evenly) and its sample count
 n_i ~ Normal(mean, std). Samples are dealt without replacement, so no sample belongs to
 two clients: a population that needs more samples of a class than the source holds is an
 error, not a silent reuse.
@@ -178,6 +180,7 @@ class AMFLPopulation:
                  for k in range(source.num_classes)}
         taken = {k: 0 for k in pools}
         need = {k: 0 for k in pools}
+        used = {k: 0 for k in pools}
         clients: list[ClientPlan] = []
         group_counts: dict[str, int] = {}
         for combo, count in zip(combos, counts):
@@ -191,7 +194,12 @@ class AMFLPopulation:
                 arch.check(BLOCKS)
                 group = f"{'+'.join(combo)}|{fusion or '-'}|d{depth}"
                 group_counts[group] = group_counts.get(group, 0) + 1
-                classes = rng.choice(source.num_classes, size=c.classes_per_client, replace=False).tolist()
+                # the least-used classes so far, ties broken at random: every class is drawn about
+                # equally often, so a fixed pool of samples fills the population evenly
+                order = np.lexsort((rng.random(source.num_classes), [used[k] for k in range(source.num_classes)]))
+                classes = [int(k) for k in rng.permutation(order[:c.classes_per_client])]
+                for k in classes:
+                    used[k] += 1
                 if c.label_order == "global":
                     classes = sorted(classes)
                 n = max(3 * c.classes_per_client, int(round(rng.normal(c.samples_mean, c.samples_std))))
