@@ -11,8 +11,9 @@ Roles: ``encoder`` (per modality), ``fusion``, ``trunk`` (after the fusion), ``h
 (the personal final layer). A kind's options are its ``Options`` dataclass (field
 metadata gives help and constraints, checked by the same validator as every config option
 when the block is built); they come from an architecture spec, not from a run-config
-section, hence ``Options`` rather than ``Config``. LayerNorms carry no affine parameters, so every trainable
-tensor is a weight matrix, a bias or a position table, which the hypernetworks generate.
+section, hence ``Options`` rather than ``Config``. LayerNorms carry no affine parameters,
+so every trainable tensor is a weight matrix, a bias or a position table, which the
+hypernetworks generate.
 """
 
 from __future__ import annotations
@@ -72,8 +73,7 @@ def _linear(a: int, b: int) -> nn.Linear:
     return nn.Linear(a, b)
 
 
-def _widths_pattern() -> dict:
-    return {"help": "layer widths, first to last", "min": 1}
+WIDTHS_META = {"help": "layer widths, first to last", "min": 1}
 
 
 # --------------------------------------------------------------------------- encoders / trunk
@@ -87,7 +87,7 @@ class MLPBlock(Block):
 
     @dataclass
     class Options:
-        widths: list[int] = field(default_factory=lambda: [64, 32], metadata=_widths_pattern())
+        widths: list[int] = field(default_factory=lambda: [64, 32], metadata=WIDTHS_META)
 
     def __init__(self, in_dims: list[int], opts: dict, **kw) -> None:
         super().__init__(in_dims, opts, **kw)

@@ -154,15 +154,14 @@ class AMFLPopulation:
 
     # ------------------------------------------------------------------ clients
     def _encoder(self, rng: np.random.Generator, depth: int) -> BlockSpec:
-        kind = self.cfg.encoders.split(",")[rng.integers(len(self.cfg.encoders.split(",")))]
+        kinds = self.cfg.encoders.split(",")
+        kind = kinds[rng.integers(len(kinds))]
         if kind == "mlp":
-            width = _ints(self.cfg.widths, "widths")[rng.integers(len(_ints(self.cfg.widths, "widths")))]
+            widths = _ints(self.cfg.widths, "widths")
+            width = widths[rng.integers(len(widths))]
             return BlockSpec.make("mlp", widths=[width] * (depth - 1) + [self.cfg.out_width])
         if kind == "attn":
             return BlockSpec.make("attn", depth=depth, width=self.cfg.out_width, heads=2)
-        return BlockSpec.make(kind)
-
-    def _fusion(self, kind: str) -> BlockSpec:
         return BlockSpec.make(kind)
 
     def draw(self, source: Any, num_clients: int, fractions: tuple[float, float, float]) -> Population:
@@ -190,7 +189,7 @@ class AMFLPopulation:
                 rng = seeded_rng(self.seed, f"amfl/client/{cid}")
                 fusion, depth = groups[j % len(groups)]
                 arch = ArchSpec(tuple((m, self._encoder(rng, depth)) for m in combo),
-                                None if fusion is None else self._fusion(fusion), trunk)
+                                None if fusion is None else BlockSpec.make(fusion), trunk)
                 arch.check(BLOCKS)
                 group = f"{'+'.join(combo)}|{fusion or '-'}|d{depth}"
                 group_counts[group] = group_counts.get(group, 0) + 1

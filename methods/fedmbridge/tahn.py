@@ -115,8 +115,9 @@ class ClientLayout:
             gather.append(torch.arange(start[v] + used[v], start[v] + used[v] + n))
             scale.append(torch.full((n,), 1.0 / math.sqrt(max(f, 1))))
             used[v] += n
-        t = lambda x: torch.as_tensor(x, dtype=torch.long, device=device)  # noqa: E731
-        return cls(graph, t(rows_node), t(rows_chunk), torch.cat(gather).to(device), torch.cat(scale).to(device))
+        return cls(graph, torch.as_tensor(rows_node, dtype=torch.long, device=device),
+                   torch.as_tensor(rows_chunk, dtype=torch.long, device=device), torch.cat(gather).to(device),
+                   torch.cat(scale).to(device))
 
 
 class TAHN(nn.Module):
