@@ -130,7 +130,7 @@ def test_client_whose_modalities_do_not_match_its_data_is_rejected():
 
 
 def test_population_groups_counts_and_determinism():
-    fed = build_federation(amfl_cfg(num_clients=10, fusions="concat,tensor", depths="1,2"))
+    fed = build_federation(amfl_cfg(num_clients=10, fusions=["concat", "tensor"], depths=[1, 2]))
     info = fed.stats["partition_info"]
     assert info["combinations"] == {"image": 2, "signal": 2, "image+signal": 6}   # weights 1 : 1 : 3
     n = {c.cid: c.num_nodes for c in fed.clients}
@@ -146,11 +146,11 @@ def test_population_groups_counts_and_determinism():
         assert sorted(c.features) == sorted(c.arch.modalities) and c.num_classes == 4
         assert set(c.y.tolist()) <= set(range(4)) and row["group"].split("|")[0] == "+".join(c.arch.modalities)
         assert not (c.train_mask & c.test_mask).any() and c.train_mask.any() and c.test_mask.any()
-    again = build_federation(amfl_cfg(num_clients=10, fusions="concat,tensor", depths="1,2"))
+    again = build_federation(amfl_cfg(num_clients=10, fusions=["concat", "tensor"], depths=[1, 2]))
     assert again.artifact_hash == fed.artifact_hash
     assert all(torch.equal(a.features[m], b.features[m]) and a.arch == b.arch
                for a, b in zip(fed.clients, again.clients) for m in a.features)
-    other = build_federation(dataclasses.replace(amfl_cfg(num_clients=10, fusions="concat,tensor", depths="1,2"),
+    other = build_federation(dataclasses.replace(amfl_cfg(num_clients=10, fusions=["concat", "tensor"], depths=[1, 2]),
                                                  seed=1))
     assert other.stats["artifact_recipe"] == fed.stats["artifact_recipe"] and other.artifact_hash != fed.artifact_hash
 
@@ -165,11 +165,11 @@ def test_amfl_protocol_errors():
         build_federation(dataclasses.replace(amfl_cfg(), missing=build_run_config(
             {"missing": {"name": "node_level"}}).missing))
     with pytest.raises(ConfigError, match="unknown block 'tensorr'"):
-        build_federation(amfl_cfg(fusions="tensorr"))
+        build_federation(amfl_cfg(fusions=["tensorr"]))
 
 
 def test_trimodal_simulation_states_its_substitution():
-    cfg = dataclasses.replace(amfl_cfg(num_clients=7, modality_sets="image+image2+signal,image"),
+    cfg = dataclasses.replace(amfl_cfg(num_clients=7, modality_sets=["image+image2+signal", "image"]),
                               dataset=build_run_config({"dataset": {"name": "multiview_digits"}}).dataset)
     fed = build_federation(cfg)
     assert fed.modalities == ["image", "image2", "signal"]
@@ -190,7 +190,7 @@ def test_unknown_block_through_the_real_entry_point(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "run_benchmark.py"), "run", "--set", "dataset.name=av_digits",
                            "--set", "task.name=amfl_cls", "--set", "partition.name=amfl_population",
                            "--set", "missing.name=none", "--set", "algorithm.name=amfl_local",
-                           "--set", "partition.fusions=concat,crossattn"],
+                           "--set", "partition.fusions=[concat,crossattn]"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]

@@ -146,7 +146,7 @@ def test_the_server_update_trains_the_generated_models():
     cfg = build_run_config({
         "dataset": {"name": "av_digits"}, "task": {"name": "amfl_cls"}, "missing": {"name": "none"},
         "partition": {"name": "amfl_population", "num_clients": 6, "samples_mean": 60, "samples_std": 0.0,
-                      "encoders": "mlp"},
+                      "encoders": ["mlp"]},
         "algorithm": {"name": "fedmbridge"},
         "train": {"rounds": 25, "eval_every": 5, "local_epochs": 10, "lr": 0.05, "device": "cpu"}})
     rec = Engine(cfg).run()

@@ -34,19 +34,6 @@ from benchmark.errors import ConfigError
 from benchmark.registry import PARTITIONERS
 from data_prep.partition import seeded_rng
 
-LIST = r"[^,\s]+(,[^,\s]+)*"
-
-
-def _ints(text: str, where: str) -> list[int]:
-    try:
-        vals = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise ConfigError(f"partition.{where} must be comma-separated integers, got '{text}'") from None
-    if any(v < 1 for v in vals):
-        raise ConfigError(f"partition.{where} must be positive, got '{text}'")
-    return vals
-
-
 @dataclass
 class ClientPlan:
     """One drawn client: its architecture, personal classes and samples per split."""
@@ -69,23 +56,23 @@ class AMFLPopulation:
 
     @dataclass
     class Config:
-        modality_sets: str = field(default="all", metadata={
-            "help": "modality combinations: all (every non-empty subset) or comma-separated '+'-joined sets",
-            "pattern": r"all|[^,\s]+(,[^,\s]+)*", "pattern_help": "all, or sets such as image,signal,image+signal"})
-        weights: str = field(default="", metadata={
-            "help": "clients per combination as weights 'image:1,image+signal:3' (empty: 1 unimodal, 3 multimodal)",
-            "pattern": r"|[^,:\s]+:[0-9.]+(,[^,:\s]+:[0-9.]+)*", "pattern_help": "set:weight pairs"})
-        fusions: str = field(default="avg_align,concat,sum,tensor,cross_attn", metadata={
-            "help": "fusion block kinds multimodal clients cycle through", "pattern": LIST, "pattern_help": "a,b,c"})
-        encoders: str = field(default="mlp,attn", metadata={
-            "help": "encoder block kinds a client draws from per modality", "pattern": LIST, "pattern_help": "a,b"})
-        depths: str = field(default="1,2", metadata={"help": "encoder depths (layers) the groups cycle through",
-                                                     "pattern": r"[0-9]+(,[0-9]+)*", "pattern_help": "1,2"})
-        widths: str = field(default="32,64", metadata={"help": "hidden widths an MLP encoder draws from",
-                                                       "pattern": r"[0-9]+(,[0-9]+)*", "pattern_help": "32,64"})
+        modality_sets: list[str] = field(default_factory=list, metadata={
+            "help": "modality combinations as '+'-joined sets, e.g. [image, signal, image+signal] (empty: every "
+                    "non-empty subset of the data's modalities)"})
+        weights: dict[str, float] = field(default_factory=dict, metadata={
+            "help": "clients per combination as weights, e.g. {image: 1, image+signal: 3} (empty: 1 per unimodal, "
+                    "3 per multimodal combination)", "min": 0.0})
+        fusions: list[str] = field(default_factory=lambda: ["avg_align", "concat", "sum", "tensor", "cross_attn"],
+                                   metadata={"help": "fusion block kinds multimodal clients cycle through"})
+        encoders: list[str] = field(default_factory=lambda: ["mlp", "attn"], metadata={
+            "help": "encoder block kinds a client draws from per modality"})
+        depths: list[int] = field(default_factory=lambda: [1, 2], metadata={
+            "help": "encoder depths (layers) the groups cycle through", "min": 1})
+        widths: list[int] = field(default_factory=lambda: [32, 64], metadata={
+            "help": "hidden widths an MLP encoder draws from", "min": 1})
         out_width: int = field(default=32, metadata={"help": "output width of every encoder", "min": 1})
-        trunk: str = field(default="64,32", metadata={"help": "widths of the MLP after the fusion (Appendix A)",
-                                                      "pattern": r"[0-9]+(,[0-9]+)*", "pattern_help": "64,32"})
+        trunk: list[int] = field(default_factory=lambda: [64, 32], metadata={
+            "help": "widths of the MLP after the fusion (Appendix A)", "min": 1})
         classes_per_client: int = field(default=4, metadata={"help": "size of each personal label space "
                                                                      "(Mnist AMF: 4 of 10)", "min": 2})
         label_order: str = field(default="random", metadata={
@@ -99,16 +86,21 @@ class AMFLPopulation:
                                                             "feature (the paper's per-client noise, App. A.3)",
                                                     "min": 0.0})
 
+        def __post_init__(self) -> None:
+            for name in ("fusions", "encoders", "depths", "widths", "trunk"):
+                if not getattr(self, name):
+                    raise ConfigError(f"partition.{name} must name at least one value")
+
     def __init__(self, cfg: "AMFLPopulation.Config | None" = None, seed: int = 0) -> None:
         self.cfg = cfg if cfg is not None else self.Config()
         self.seed = seed
 
     # ------------------------------------------------------------------ groups
     def combinations(self, modalities: list[str]) -> list[tuple[str, ...]]:
-        if self.cfg.modality_sets == "all":
+        if not self.cfg.modality_sets:
             return [c for r in range(1, len(modalities) + 1) for c in itertools.combinations(modalities, r)]
         out = []
-        for text in self.cfg.modality_sets.split(","):
+        for text in self.cfg.modality_sets:
             combo = tuple(m for m in modalities if m in text.split("+"))
             unknown = [m for m in text.split("+") if m not in modalities]
             if unknown:
@@ -121,10 +113,7 @@ class AMFLPopulation:
         """Clients per combination: largest remainder of the weights over ``num_clients``."""
         w = {c: (1.0 if len(c) == 1 else 3.0) for c in combos}
         if self.cfg.weights:
-            given = {}
-            for pair in self.cfg.weights.split(","):
-                name, val = pair.split(":")
-                given[tuple(sorted(name.split("+")))] = float(val)
+            given = {tuple(sorted(name.split("+"))): float(val) for name, val in self.cfg.weights.items()}
             for c in combos:
                 w[c] = given.get(tuple(sorted(c)), 0.0)
             extra = set(given) - {tuple(sorted(c)) for c in combos}
@@ -141,11 +130,11 @@ class AMFLPopulation:
         return n.tolist()
 
     def groups(self, combo: tuple[str, ...]) -> list[tuple[str | None, int]]:
-        depths = _ints(self.cfg.depths, "depths")
+        depths = list(self.cfg.depths)
         if len(combo) == 1:
             return [(None, d) for d in depths]
-        fusions = self.cfg.fusions.split(",")
-        for f in fusions + self.cfg.encoders.split(","):
+        fusions = list(self.cfg.fusions)
+        for f in fusions + list(self.cfg.encoders):
             if f not in BLOCKS:
                 from benchmark.errors import unknown
 
@@ -154,10 +143,10 @@ class AMFLPopulation:
 
     # ------------------------------------------------------------------ clients
     def _encoder(self, rng: np.random.Generator, depth: int) -> BlockSpec:
-        kinds = self.cfg.encoders.split(",")
+        kinds = list(self.cfg.encoders)
         kind = kinds[rng.integers(len(kinds))]
         if kind == "mlp":
-            widths = _ints(self.cfg.widths, "widths")
+            widths = list(self.cfg.widths)
             width = widths[rng.integers(len(widths))]
             return BlockSpec.make("mlp", widths=[width] * (depth - 1) + [self.cfg.out_width])
         if kind == "attn":
@@ -174,7 +163,7 @@ class AMFLPopulation:
                               f"{source.num_classes} classes of '{source.name}'")
         combos = self.combinations(source.modalities)
         counts = self.counts(combos, num_clients)
-        trunk = BlockSpec.make("mlp", widths=_ints(c.trunk, "trunk"))
+        trunk = BlockSpec.make("mlp", widths=list(c.trunk))
         pools = {k: seeded_rng(self.seed, f"amfl/pool/{k}").permutation(np.flatnonzero(source.y.numpy() == k))
                  for k in range(source.num_classes)}
         taken = {k: 0 for k in pools}
