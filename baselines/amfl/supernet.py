@@ -119,14 +119,18 @@ class Supernet:
             into[key][self.maps[cid].slices(n)] += weight * params[n]
 
 
+def fan_in(key: str, shapes: dict[str, tuple[int, ...]]) -> int:
+    """Input width of the layer a supernet tensor belongs to (a bias: its weight's)."""
+    shape = shapes[key]
+    if key.endswith(".bias"):
+        weight = shapes.get(re.sub(r"bias$", "weight", key))
+        return weight[1] if weight is not None and len(weight) == 2 else shape[0]
+    return shape[1] if len(shape) == 2 else shape[0]
+
+
 def _init(key: str, shape: tuple[int, ...], shapes: dict[str, tuple[int, ...]], gen: torch.Generator) -> Tensor:
     """PyTorch's Linear init on the supernet shapes (uniform +-1/sqrt(fan_in)); position tables N(0, 0.02)."""
     if key.endswith(".pos"):
         return torch.randn(shape, generator=gen) * 0.02
-    if key.endswith(".bias"):
-        weight = shapes.get(re.sub(r"bias$", "weight", key))
-        fan_in = weight[1] if weight is not None and len(weight) == 2 else shape[0]
-    else:
-        fan_in = shape[1] if len(shape) == 2 else shape[0]
-    bound = 1.0 / math.sqrt(max(fan_in, 1))
+    bound = 1.0 / math.sqrt(max(fan_in(key, shapes), 1))
     return (torch.rand(shape, generator=gen) * 2 - 1) * bound
