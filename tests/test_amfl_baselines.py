@@ -4,6 +4,7 @@ w/ mask beats Local where sharing helps (one label space, scarce data)."""
 from __future__ import annotations
 
 import functools
+import math
 
 import pytest
 import torch
@@ -81,3 +82,37 @@ def _acc(algo: str, rounds: int, lr: float) -> float:
 def test_beats_local_where_sharing_helps(algo, rounds, lr, margin):
     """Local gets the same rounds (at its own Adam learning rate, 0.01)."""
     assert _acc(algo, rounds, lr) > _acc("amfl_local", rounds, 0.01) + margin
+
+
+def test_feddistill_public_set_is_a_flagged_disclosure_and_distillation_moves_the_trunk():
+    from benchmark.comm import Ledger, RawDataFingerprint, disclosed
+
+    cfg = build_run_config({
+        "dataset": {"name": "av_digits"}, "task": {"name": "amfl_cls"}, "missing": {"name": "none"},
+        "partition": {"name": "amfl_population", "num_clients": 6, "samples_mean": 40, "samples_std": 0.0},
+        "algorithm": {"name": "amfl_feddistill"},
+        "train": {"rounds": 2, "local_epochs": 1, "lr": 0.01, "device": "cpu"}})
+    engine = Engine(cfg)
+    rec = engine.run()
+    assert rec["status"] == "ok" and rec["comm"]["violations"] == []
+    # one client of each modality combination (5% of 2, rounded up) sent 5% of its training rows
+    groups = {tuple(sorted(c.features)) for c in engine.clients}
+    senders = {int(d.split("client ")[1].split(":")[0]) for d in rec["comm"]["disclosures"]}
+    assert len(senders) == len(groups) and all("raw feature rows" in d for d in rec["comm"]["disclosures"])
+    assert {n for n in rec["comm"]["upload_names"] if n.startswith("public.")} == {"public.image", "public.signal"}
+    algo = engine.sim.algo
+    want = sum(math.ceil(0.05 * c.num_train) for c in engine.clients if c.cid in senders)   # 2 rows each (of 24)
+    assert sum(next(iter(p.values())).shape[0] for p in algo.public) == want
+    # the same rows under a name not declared as a disclosure fail the audit
+    c = engine.clients[0]
+    row = {"w.leak": next(iter(c.features.values()))[:2].clone()}
+    ledger = Ledger()
+    assert ledger.audit_upload(0, c.cid, row, RawDataFingerprint(c), (r"w\..+",))
+    assert not Ledger().audit_upload(0, c.cid, {"public.x": row["w.leak"]}, RawDataFingerprint(c),
+                                     (disclosed(r"public\..+"),))
+    # one server step: the student's trunk moves towards its teachers, its personal head does not
+    uploads = {cid: {"w." + n: p.detach().clone() for n, p in engine.sim.states[cid]["model"].named_parameters()}
+               for cid in (0, 1, 2)}
+    out = algo.aggregate(uploads, 99)
+    moved = {k for k in uploads[0] if not torch.equal(out[0][k], uploads[0][k])}
+    assert moved and all(k.startswith(("w.trunk", "w.encoders", "w.fusion")) for k in moved)

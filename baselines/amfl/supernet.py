@@ -40,13 +40,19 @@ def spec_payload(client) -> dict[str, Tensor]:
     return {SPEC_KEY: torch.tensor(list(text.encode()), dtype=torch.uint8)}
 
 
-def skeleton(payload: dict[str, Tensor], feature_dims: dict[str, int]) -> tuple[ArchSpec, dict[str, tuple[int, ...]]]:
-    """(spec, parameter name -> shape) of an uploaded architecture (built, never trained)."""
+def model_from_payload(payload: dict[str, Tensor], feature_dims: dict[str, int]) -> AMFLNet:
+    """The model an uploaded architecture describes (its weights are placeholders: the
+    global RNG is left untouched)."""
     info = json.loads(bytes(payload[SPEC_KEY].tolist()).decode())
     spec = ArchSpec.from_dict(info["spec"])
     with torch.random.fork_rng(devices=[]):
-        net = AMFLNet(spec, {m: feature_dims[m] for m in spec.modalities}, info["tokens"], info["classes"])
-    return spec, {k: tuple(p.shape) for k, p in net.named_parameters()}
+        return AMFLNet(spec, {m: feature_dims[m] for m in spec.modalities}, info["tokens"], info["classes"])
+
+
+def skeleton(payload: dict[str, Tensor], feature_dims: dict[str, int]) -> tuple[ArchSpec, dict[str, tuple[int, ...]]]:
+    """(spec, parameter name -> shape) of an uploaded architecture (built, never trained)."""
+    net = model_from_payload(payload, feature_dims)
+    return net.spec, {k: tuple(p.shape) for k, p in net.named_parameters()}
 
 
 def super_key(spec: ArchSpec, name: str) -> str:
