@@ -11,7 +11,7 @@ from typing import Any
 from benchmark.errors import BenchmarkError
 
 DEMO_SUITE = "demo"
-EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard", "benchmark.submit", "benchmark.regress")
+EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard.verb", "benchmark.submit", "benchmark.regress")
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
@@ -164,6 +164,8 @@ def write_suite_tables(suite: Any, records: list[dict], scale: str, out: str) ->
     written = []
     for i, spec in enumerate(specs):
         spec = dict(spec)
+        if suite.spec.get("control") and "control" not in spec:
+            spec["control"] = suite.spec["control"]
         stem = spec.pop("stem", None) or (f"{suite.name}_{scale}" if len(specs) == 1 else f"{suite.name}_{scale}_{i}")
         title = spec.pop("title", suite.spec.get("description", suite.name))
         output = make_table(records, spec, title=f"{title} [scale: {scale}]")
@@ -175,7 +177,11 @@ def write_suite_tables(suite: Any, records: list[dict], scale: str, out: str) ->
 def write_suite_plots(suite: Any, records: list[dict], scale: str, out: str) -> list[Path]:
     """Every figure of the suite's ``plots:`` (robustness curves, heatmaps; see report.plots)."""
     from benchmark.report.plots import suite_plots
+    from benchmark.report.records import under_condition
 
+    where = (suite.spec.get("control") or {}).get("where")
+    if where:  # a control run is no point of a curve; tables print it beside the cells instead
+        records = [r for r in records if not under_condition(r, where)]
     return suite_plots(suite.name, suite.spec.get("plots"), records, Path(out) / f"{suite.name}_{scale}")
 
 

@@ -47,14 +47,20 @@ class Registry(Generic[T]):
     """A name -> component map for one kind of component.
 
     A registry lists itself in ``ALL_REGISTRIES`` when it is created (``listed=False`` for
-    throwaway ones), so a new kind of component shows up in `list` without editing it.
+    throwaway ones), so a new kind of component shows up in `list` without editing it. Two
+    listed registries of one kind would share one heading there and the first would vanish,
+    so a second one is an error.
     """
 
     def __init__(self, kind: str, listed: bool = True) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
         if listed:
-            ALL_REGISTRIES[kind + "s"] = self
+            plural = kind + "s"
+            if plural in ALL_REGISTRIES:
+                raise ConfigError(f"a registry of kind '{kind}' already exists; give the new one another kind "
+                                  f"(or listed=False for a throwaway one)")
+            ALL_REGISTRIES[plural] = self
 
     def register(self, name: str | None = None) -> Callable[[T], T]:
         """Class/function decorator registering the component under ``name``."""

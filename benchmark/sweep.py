@@ -22,6 +22,11 @@ Two grid forms besides dotted config keys:
 A cell whose algorithm does not declare the cell's task (``Algorithm.tasks``) is not run
 and not recorded: tables print N/A for it (see :func:`applicable`).
 
+``control`` names a control condition the sweep also runs (``where: {missing.content:
+shuffle}`` with a ``label``): its cells come from their own sub-grid, tables print their
+mean in brackets beside the matching cell instead of averaging them in, and figures leave
+them out (see :mod:`benchmark.report.tables`).
+
 ``isolate`` (``sweep --isolate``, or ``isolate: true`` in a suite) runs every cell in a
 fresh interpreter that exits after it, so the peak memory a record states is that cell's
 own and not a high-water mark left by earlier cells in a pooled worker. Efficiency suites
@@ -57,7 +62,7 @@ SUITES_DIR = Path(__file__).with_name("suites")
 SCALES = ("tiny", "small", "paper")
 CLAIM_POLL_S = 2.0  # how often a sweep looks again at cells another sweep holds
 SUITE_KEYS = ("name", "description", "base", "grid", "axes", "seeds", "scales", "default_scale", "table",
-              "tables", "plots", "track", "paper_note", "regress", "stats", "isolate")
+              "tables", "plots", "track", "paper_note", "regress", "stats", "isolate", "control")
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +218,21 @@ def _check_axis_values(path: Path, grid: dict[str, list[Any]], axes: dict[str, d
                               f"{closest(key, list(axes))}; axes: {', '.join(axes) or '(none)'}")
 
 
+def _check_control(path: Path, control: Any, grid: dict[str, list[Any]]) -> None:
+    """A suite's ``control`` must name grid keys and values the grid runs, or it controls nothing."""
+    if control is None:
+        return
+    where = control.get("where") if isinstance(control, dict) else None
+    if not isinstance(where, dict) or not where or set(control) - {"where", "label"}:
+        raise ConfigError(f"{path}: 'control' must be a mapping with 'where' (grid key -> value) and optional "
+                          f"'label', got {control!r}")
+    for key, value in where.items():
+        if key not in grid:
+            raise ConfigError(f"{path}: control key '{key}' is not a grid key{closest(str(key), list(grid))}")
+        if value not in grid[key]:
+            raise ConfigError(f"{path}: control value {key}={value!r} is in no sub-grid; the sweep would never run it")
+
+
 def load_suite(name_or_path: str) -> Suite:
     path = find_suite(name_or_path)
     spec = load_yaml(path)
@@ -235,6 +255,7 @@ def load_suite(name_or_path: str) -> Suite:
     seeds = spec.get("seeds", [0])
     if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
         raise ConfigError(f"{path}: 'seeds' must be a list of integers")
+    _check_control(path, spec.get("control"), grid)
     return Suite(name=spec.get("name", path.stem), path=path, spec=spec, grid=grid, seeds=seeds,
                  grids=grids if isinstance(raw, list) and raw else None, axes=axes)
 

@@ -209,3 +209,13 @@ def test_pretrain_rounds_train_structure_only(tmp, fed):
     for k, v in fresh.shared.items():
         assert torch.allclose(eng.sim.algo.shared[k], v, atol=1e-6), k  # averaging identical copies
     assert not torch.equal(eng.sim.algo.table, fresh.table)
+
+
+def test_pretrain_share_is_a_share_of_the_rounds(tmp, fed):
+    """pretrain_share 0.5 of 4 rounds pre-trains exactly as pretrain_rounds 2 does."""
+    a, _ = run(tmp, fed, "mmfede", rounds=4, imputer="ae", pretrain_share=0.5)
+    b, eng = run(tmp, fed, "mmfede", rounds=4, imputer="ae", pretrain_rounds=2)
+    assert eng.sim.algo.pretrain_rounds == 2
+    assert a["curves"]["val/mrr"] == b["curves"]["val/mrr"] and a["metrics"] == b["metrics"]
+    c, _ = run(tmp, fed, "mmfede", rounds=4, imputer="ae")
+    assert c["curves"]["val/mrr"] != a["curves"]["val/mrr"]

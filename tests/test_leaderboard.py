@@ -202,3 +202,24 @@ def test_cli_leaderboard_verb(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert rc == 0 and "demo[tiny]: 12 current rows, 1 superseded" in out
     assert (tmp_path / "t" / "leaderboard.html").is_file() and (tmp_path / "t" / "leaderboard_demo.md").is_file()
+
+
+def test_page_inlines_its_static_css_and_js(board: Any) -> None:
+    from benchmark.report.leaderboard import html_page
+
+    page = board.html.read_text(encoding="utf-8")
+    for name, tag in (("leaderboard.css", "style"), ("leaderboard.js", "script")):
+        text = (html_page.static_dir() / name).read_text(encoding="utf-8").strip()
+        assert len(text) > 500 and f"<{tag}>\n{text}\n</{tag}>" in page, name
+    assert "function sortBy" in page and "--muted" in page
+
+
+def test_missing_or_unsafe_static_file_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmark.report.leaderboard import html_page
+
+    (tmp_path / "bad.js").write_text("var s = '</SCRIPT><b>';\n", encoding="utf-8")
+    monkeypatch.setattr(html_page, "static_dir", lambda: tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"static/leaderboard\.css is missing .* reinstall"):
+        html_page.asset("leaderboard.css", "style")
+    with pytest.raises(ValueError, match=r"static/bad\.js contains '</script', which would end"):
+        html_page.asset("bad.js", "script")

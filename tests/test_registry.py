@@ -80,3 +80,48 @@ def test_every_registered_name_is_an_identifier():
     names = [n for reg in R.ALL_REGISTRIES.values() for n in reg.names()]
     assert len(names) > 50
     assert all(R.NAME_PATTERN.fullmatch(n) for n in names), [n for n in names if not R.NAME_PATTERN.fullmatch(n)]
+
+
+def test_a_second_listed_registry_of_one_kind_is_an_error():
+    with pytest.raises(ConfigError, match="a registry of kind 'dataset' already exists"):
+        Registry("dataset")
+    assert R.ALL_REGISTRIES["datasets"] is R.DATASETS
+    Registry("dataset", listed=False)  # a throwaway one may share the kind
+
+
+# Runs in a fresh interpreter, so only what load_plugins() creates is there (no test's throwaway
+# registries): every Registry object alive, found through the garbage collector rather than
+# through ALL_REGISTRIES, and what `list` prints.
+_EVERY_REGISTRY = """
+import contextlib, gc, io, json
+from benchmark import registry as R
+from benchmark.cli import main
+R.load_plugins()
+regs = [r for r in gc.get_objects() if isinstance(r, R.Registry)]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    rc = main(["list"])
+print(json.dumps({"rc": rc, "list": out.getvalue(), "registries": [[r.kind, r.names()] for r in regs]}))
+"""
+
+
+def test_list_shows_every_registry_that_exists_after_load_plugins():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", _EVERY_REGISTRY], cwd=root, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["rc"] == 0
+    kinds = [kind for kind, _ in res["registries"]]
+    assert len(kinds) >= 12 and {"kge decoder", "kg fusion", "kg imputer"} <= set(kinds)
+    lines = res["list"].splitlines()
+    for kind, names in res["registries"]:
+        assert f"{kind}s:" in lines, f"`list` has no heading for the registry of {kind!r}"
+        head = lines.index(f"{kind}s:")
+        listed = [ln.split()[0] for ln in lines[head + 1:head + 1 + len(names)]]
+        assert listed == names, kind

@@ -172,18 +172,46 @@ def test_rerun_of_a_seed_replaces_older_record() -> None:
     assert cell["n"] == 3 and cell["mean"] == pytest.approx(statistics.mean(expected))
 
 
-def test_paper_column_beside_ours() -> None:
-    spec = {**SPEC, "paper": {"fedavg": {0.3: {"accuracy": 81.2}}, "fedgmm": {0.3: {"accuracy": 83.4}}}}
+def test_paper_number_in_the_same_cell_as_ours() -> None:
+    spec = {**SPEC, "paper": {"fedavg": {0.3: {"accuracy": 81.2}}, "fedgmm": {0.3: {"accuracy": 83.4}},
+                              "local": {0.3: {"accuracy": "N/A"}}}}
     out = make_table(suite_records(), spec)
     cols = header(out.markdown)
-    assert cols.index("30% · Accuracy (paper)") == cols.index("30% · Accuracy") + 1
-    idx = cols.index("30% · Accuracy (paper)")
-    assert md_row(out.markdown, "FedAvg")[idx] == "81.20"
-    assert md_row(out.markdown, "fed_prox")[idx] == "—"
+    assert not any("(paper)" in c for c in cols)  # no column of its own: the table stays narrow
+    assert len(cols) == len(header(make_table(suite_records(), SPEC).markdown))
+    idx = cols.index("30% · Accuracy")
+    ours = frame_cell(out, "fedavg", 0.3)
+    assert md_row(out.markdown, "FedAvg")[idx].replace("*", "") == f"{ours['mean']:.2f} ± {ours['std']:.2f} (81.20)"
+    assert "(" not in md_row(out.markdown, "fed_prox")[idx]  # no paper number, nothing appended
+    assert md_row(out.markdown, "local")[idx].endswith("(N/A)")
     paper_only = md_row(out.markdown, "fedgmm")  # a method only the paper reports still gets its row
-    assert paper_only[idx] == "83.40" and paper_only[1] == "—"
-    assert "Accuracy (paper)" in out.latex and "(paper) give the numbers reported" in out.markdown
-    assert frame_cell(out, "fedavg", 0.3)["paper"] == pytest.approx(81.2)
+    assert paper_only[idx] == "— (83.40)" and paper_only[1] == "—"
+    assert "In parentheses: the number the original paper reports" in out.markdown
+    assert "(81.20)" in out.latex
+    assert ours["paper"] == pytest.approx(81.2)
+
+
+def test_control_mean_in_brackets_and_out_of_the_cells() -> None:
+    """Records under the control condition leave the cells (not averaged in) and print in brackets."""
+    shuffled = [record(a, r, s, extra_params={"missing.content": "shuffle"}, acc=0.05 + 0.01 * s)
+                for a in BASE for r in (0.3,) for s in SEEDS]
+    spec = {**SPEC, "control": {"where": {"missing.content": "shuffle"}, "label": "content shuffled"}}
+    plain = make_table(suite_records(), SPEC)
+    out = make_table(suite_records() + shuffled, spec)
+    cols = header(out.markdown)
+    idx = cols.index("30% · Accuracy")
+    assert frame_cell(out, "fedavg", 0.3)["mean"] == pytest.approx(frame_cell(plain, "fedavg", 0.3)["mean"])
+    assert frame_cell(out, "fedavg", 0.3)["control"] == pytest.approx(100 * (0.05 + 0.01 * sum(SEEDS) / len(SEEDS)))
+    assert md_row(out.markdown, "FedAvg")[idx].endswith(f"[{100 * (0.05 + 0.01 * sum(SEEDS) / len(SEEDS)):.2f}]")
+    assert "[" not in md_row(out.markdown, "FedAvg")[cols.index("70% · Accuracy")]  # no control ran there
+    assert "under the control (content shuffled)" in out.markdown
+    with pytest.raises(ConfigError, match="row or column key"):
+        make_table(suite_records(), {**SPEC, "control": {"where": {"missing.rate": 0.3}}})
+    with pytest.raises(ConfigError, match="table.control"):
+        make_table(suite_records(), {**SPEC, "control": {"missing.content": "shuffle"}})
+    # without the control the shuffled runs would be averaged into the cells
+    mixed = make_table(suite_records() + shuffled, SPEC)
+    assert frame_cell(mixed, "fedavg", 0.3)["mean"] != pytest.approx(frame_cell(plain, "fedavg", 0.3)["mean"])
 
 
 def balanced(text: str) -> bool:
@@ -205,7 +233,7 @@ def test_latex_is_escaped_and_well_formed() -> None:
     assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex
     assert r"fed\_prox" in tex and r"30\%" in tex and r"missing\_rate" in tex and r"\&" in tex
     assert r"$\alpha$" in tex and r"Demo\_suite" in tex
-    assert r"\multicolumn{3}{c}{30\%}" in tex  # accuracy, accuracy (paper), macro_f1
+    assert r"\multicolumn{2}{c}{30\%}" in tex and "(81.20)" in tex  # accuracy (with the paper's), macro_f1
     assert "±" not in tex and "—" not in tex
     body = tex[tex.index(r"\midrule"):tex.index(r"\bottomrule")]
     n_cols = len(re.search(r"\\begin\{tabular\}\{(\w+)\}", tex).group(1))
@@ -232,7 +260,7 @@ def test_multi_level_rows_and_no_columns() -> None:
             if line.startswith("|") and not line.startswith("|--")][1:]
     assert [row[0] for row in body] == ["zero", "", "", "mean", "", ""]  # level-0 label once per group
     assert [row[1] for row in body[:3]] == ["local", "fedavg", "fed_prox"]
-    assert body[1][3] == "80.00"
+    assert body[1][2].endswith("(80.00)") and len(body[1]) == 3
     best = out.frame[out.frame["rank"] == 1]
     assert list(zip(best["imputer.name"], best["algorithm.name"])) == [("mean", "fedavg")]
     assert r"\addlinespace" in out.latex and balanced(out.latex)

@@ -146,3 +146,47 @@ def test_eta_is_mean_cell_time_times_remaining_over_jobs():
     assert _eta([10.0, 20.0], 4, 1) == " eta 0:01:00"  # 15 s a cell, 4 left, one at a time
     assert _eta([10.0, 20.0], 4, 2) == " eta 0:00:30"
     assert _eta([3600.0], 2, 1) == " eta 2:00:00"
+
+
+def test_control_subgrid_keeps_the_other_cells_ids_and_stays_out_of_figures(tmp_path):
+    """Adding a control sub-grid to a suite leaves every existing cell's id alone (a sweep only
+    runs the new cells), and the figures drop the control runs while the table brackets them."""
+    from benchmark.cli import write_suite_plots, write_suite_tables
+
+    plain = load_suite(str(_write_suite(tmp_path)))
+    grids = [SUITE["grid"], {"algorithm.name": ["fedavg"], "missing.rate": [0.3], "missing.content": ["shuffle"]}]
+    control = {"where": {"missing.content": "shuffle"}, "label": "content shuffled"}
+    path = _write_suite(tmp_path, name="control_test", grid=grids, control=control)
+    suite = load_suite(str(path))
+    old = {c.cell_id for c in plain.cells("tiny")}
+    # same ids for the cells the plain suite had once the suite name is the same
+    renamed = load_suite(str(_write_suite(tmp_path, grid=grids, control=control)))
+    assert old < {c.cell_id for c in renamed.cells("tiny")} and len(renamed.cells("tiny")) == len(old) + 2
+    records, _ = run_suite(suite, "tiny", jobs=1, results_dir=tmp_path / "res", progress=False)
+    assert len(records) == 10
+    (stem, md), = write_suite_tables(suite, records, "tiny", str(tmp_path / "tables"))
+    assert "under the control (content shuffled)" in md
+    shuffled = [r["metrics"]["test/accuracy"] for r in records if r["params"].get("missing.content") == "shuffle"]
+    assert f"[{100 * sum(shuffled) / 2:.2f}]" in md
+    seen: list[list[dict]] = []
+    import benchmark.report.plots as plots
+    real = plots.suite_plots
+    try:
+        plots.suite_plots = lambda name, spec, recs, out: seen.append(recs) or []  # type: ignore[assignment]
+        write_suite_plots(suite, records, "tiny", str(tmp_path / "fig"))
+    finally:
+        plots.suite_plots = real
+    assert len(seen[0]) == 8 and all("missing.content" not in r["params"] for r in seen[0])
+
+
+@pytest.mark.parametrize("control, match", [
+    ({"where": {"missing.contents": "shuffle"}}, "not a grid key"),
+    ({"where": {"missing.content": "keep"}}, "in no sub-grid"),
+    ({"missing.content": "shuffle"}, "'where'"),
+])
+def test_control_must_name_what_the_grid_runs(tmp_path, control, match):
+    from benchmark.errors import ConfigError
+
+    grids = [SUITE["grid"], {"algorithm.name": ["fedavg"], "missing.content": ["shuffle"]}]
+    with pytest.raises(ConfigError, match=match):
+        load_suite(str(_write_suite(tmp_path, grid=grids, control=control)))

@@ -159,11 +159,16 @@ class KGEClient(nn.Module):
 
 def both_views(task: Any, model: nn.Module, client: KGClientData, load_global: Callable[[], None]) -> dict[str, dict[str, float]]:
     """Scores of the client view (the model as local training left it) and, after
-    ``load_global()``, of the server view; ``val``/``test`` are the server view."""
+    ``load_global()``, of the server view.
+
+    ``val``/``test`` are the client view, for every federated KG method: MMFeD3 and MMFedLU
+    can only be scored there (their client model is personal), so the others are too, and the
+    best round is chosen on the view that is reported. The server view stays in the record
+    under ``val_server``/``test_server`` (Figure 5 plots both)."""
     local = task.evaluate(model, client)
     load_global()
     server = task.evaluate(model, client)
-    return {**server, "val_server": server["val"], "test_server": server["test"],
+    return {**local, "val_server": server["val"], "test_server": server["test"],
             "val_client": local["val"], "test_client": local["test"]}
 
 
@@ -203,6 +208,7 @@ class KGAlgorithm(Algorithm):
         recon_net: str = field(default="cra", metadata={"help": "HidE reconstruction network predicting x0 from (x_t, t): cra, ae, mlp or mha", "choices": RECON_NETS})
         imputer_heads: int = field(default=4, metadata={"help": "attention heads of HidE's mha reconstruction net", "min": 1})
         pretrain_rounds: int = field(default=0, metadata={"help": "first rounds trained structure-only (FedE pre-training of S^c, seed Sec. IV-A), then the multimodal model", "min": 0})
+        pretrain_share: float = field(default=0.0, metadata={"help": "the same pre-training given as a share of train.rounds (rounded; the larger of the two counts), so one suite value fits every scale", "min": 0.0, "below": 1.0})
 
         def __post_init__(self) -> None:
             try:
@@ -221,7 +227,10 @@ class KGAlgorithm(Algorithm):
         self.fusion = getattr(cfg, "fusion", "weighted") if cfg is not None else "weighted"
         self.imputer = getattr(cfg, "imputer", "none") if cfg is not None else "none"
         self.lambda_di = float(getattr(cfg, "lambda_di", 0.0)) if cfg is not None else 0.0
-        self.pretrain_rounds = int(getattr(cfg, "pretrain_rounds", 0)) if cfg is not None else 0
+        rounds = int(getattr(getattr(getattr(ctx, "run", None), "train", None), "rounds", 0) or 0)
+        share = float(getattr(cfg, "pretrain_share", 0.0)) if cfg is not None else 0.0
+        self.pretrain_rounds = max(int(getattr(cfg, "pretrain_rounds", 0)) if cfg is not None else 0,
+                                   int(round(share * rounds)))
         self.client_ids_seen: dict[int, Tensor] = {}
         self.table: Tensor | None = None
         self.shared: Payload = {}
@@ -366,11 +375,10 @@ class KGAlgorithm(Algorithm):
         return self._replies()
 
     def evaluate(self, client: KGClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
-        """Personalized: the client's own model. Federated: the server view on ``val``/``test``
-        (the global parameters received: entity rows, projections, fusion, with the client's
-        local relations), and both views under their own names (``*_server``, ``*_client``:
-        the model as the client's local training left it), so every FL row can be compared
-        on either view (``both_views``)."""
+        """Personalized: the client's own model. Federated: the client view on ``val``/``test``
+        (the model as the client's local training left it), and both views under their own
+        names (``*_client``, and ``*_server``: the global parameters received, entity rows,
+        projections, fusion, with the client's local relations); see ``both_views``."""
         model = self.client_model(client, state)
         if not (self.federated and received):
             return self.ctx.task.evaluate(model, client)

@@ -5,8 +5,8 @@ configs), but a cell *builds* its federated artifact (``data_prep.build.build_fe
 and records the statistics the builder computes instead of training anything: mean
 relations / entities / triples per client and the cross-client similarity of an entity's
 dealt items. The records go to the same store in the same format (metrics named
-``stats/<name>``), so ``table`` renders them with the ordinary table code, a "(paper)"
-column included, and a re-run only builds what is missing.
+``stats/<name>``), so ``table`` renders them with the ordinary table code, the paper's numbers
+in parentheses included, and a re-run only builds what is missing.
 """
 
 from __future__ import annotations

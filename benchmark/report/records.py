@@ -1,12 +1,15 @@
 """Result records: loading, flattening, and the rules that decide which records form a cell.
 
-Tables and plots must agree on which records are averaged together, so the rules live here:
+Tables, plots and the leaderboard must agree on which records are averaged together, so the
+rule lives here, in :func:`comparable_groups`, and nowhere else:
 
-* a cell (one combination of the table's row/column keys, or of a plot's x/hue) is averaged
-  over seeds only when its records share ``artifact_recipe`` and ``protocol``; when a cell
-  mixes several, the (recipe, protocol) group with the most recent timestamp wins and the
-  others are reported as :class:`Exclusion` so the caller can footnote them;
-* a seed that appears twice in the chosen group is a rerun: the most recent record wins;
+* a cell (one combination of the table's row/column keys, of a plot's x/hue, or of a
+  leaderboard row's grid params) is averaged over seeds only when its records share
+  ``artifact_recipe`` and ``protocol``; when a cell mixes several, the (recipe, protocol) group
+  with the most recent timestamp is current. :func:`select_records` keeps it and reports the
+  others as :class:`Exclusion` so the caller can footnote them; the leaderboard shows them as
+  superseded rows; :func:`aggregate` refuses a cell that still mixes two;
+* a seed that appears twice in one group is a rerun: the most recent record wins;
 * failed records are never averaged; :func:`aggregate` counts them separately;
 * a parameter that takes several values inside one cell (say ``partition.alpha`` when the
   table only shows ``missing.rate``) is a spec error, not something to average over silently.
@@ -18,7 +21,7 @@ import json
 import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +176,17 @@ def value_key(value: Any) -> Hashable:
     return str(value)
 
 
+def under_condition(record: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+    """True when every ``key: value`` of ``where`` matches the record's params (a record
+    without the key does not match): picks out a suite's control runs."""
+    params = record.get("params") or {}
+    for key, allowed in where.items():
+        values = allowed if isinstance(allowed, (list, tuple, set)) else [allowed]
+        if key not in params or value_key(params[key]) not in {value_key(v) for v in values}:
+            return False
+    return True
+
+
 def check_keys(frame: pd.DataFrame, keys: Iterable[str], what: str) -> None:
     """ConfigError naming any key that is no column of the records (a typo in a spec)."""
     available = list(frame.attrs.get("param_keys", [])) + list(CELL_CONTEXT_FIELDS)
@@ -230,6 +244,27 @@ class Exclusion:
     reason: str
 
 
+@dataclass(frozen=True)
+class RunGroup:
+    """The records of one cell under one (artifact recipe, protocol) pair: the only records that
+    may be averaged together.
+
+    ``index`` holds the frame labels of the records kept (a seed's latest record; earlier ones
+    are reruns it replaces), ascending; ``n_records`` counts the group's records before that.
+    ``current`` marks the group of its cell with the newest record; the cell's other groups are
+    older runs, which a report leaves out (tables, plots) or shows apart (the leaderboard).
+    ``cell_id`` numbers the cells in the order they first appear; a cell's groups share it.
+    """
+
+    cell: tuple[Any, ...]
+    cell_id: int
+    recipe: str
+    protocol: str
+    index: tuple[int, ...]
+    n_records: int
+    current: bool
+
+
 def _timestamps(frame: pd.DataFrame) -> pd.Series:
     """Parsed timestamps (missing/unparseable ones sort first)."""
     parsed = pd.to_datetime(frame["timestamp"], utc=True, errors="coerce", format="ISO8601")
@@ -241,45 +276,91 @@ def _short(text: Any) -> str:
     return text if len(text) <= 16 else text[:12] + "..."
 
 
-def select_records(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[pd.DataFrame, list[Exclusion]]:
-    """Per cell, keep the most recent (artifact_recipe, protocol) group and the latest record of
-    each seed; return the kept records (failed ones included) and what was excluded."""
+def _run_id(value: Any) -> str:
+    """A recipe or protocol hash as text ('' when the record has none)."""
+    return "" if value is None or value != value else str(value)
+
+
+def comparable_groups(frame: pd.DataFrame, keys: Sequence[str]) -> list[RunGroup]:
+    """Split ``frame`` into cells of ``keys`` and each cell into (artifact recipe, protocol) groups.
+
+    This is the one comparability rule of the report layer: tables and plots (through
+    :func:`select_records`) and the leaderboard (a row per group) all take their groups from
+    here. Per group a seed's latest record (by timestamp; the later store line on a tie) wins.
+    Per cell the group holding the newest record is current (the later-seen group on a tie).
+    Groups come in the order their first record appears in ``frame``.
+    """
+    missing = [k for k in ("artifact_recipe", "protocol", "timestamp", "seed") if k not in frame.columns]
+    if missing:
+        raise DataError(f"records lack the column(s) {', '.join(missing)}; build the frame with records_frame")
     if frame.empty:
-        return frame, []
+        return []
     work = frame.assign(
         _ts=_timestamps(frame),
-        _recipe=frame["artifact_recipe"].map(lambda v: "" if v is None or v != v else str(v)),
-        _protocol=frame["protocol"].map(lambda v: "" if v is None or v != v else str(v)),
+        _recipe=frame["artifact_recipe"].map(_run_id),
+        _protocol=frame["protocol"].map(_run_id),
+        _cell=frame.groupby(list(keys), dropna=False, sort=False).ngroup() if keys else 0,
     )
-    kept: list[pd.DataFrame] = []
-    exclusions: list[Exclusion] = []
-    groups = work.groupby(list(keys), dropna=False, sort=False) if keys else [((), work)]
-    for cell, group in groups:
-        cell = cell if isinstance(cell, tuple) else (cell,)
-        runs = group.groupby(["_recipe", "_protocol"], sort=False)
-        if runs.ngroups > 1:
-            latest = runs["_ts"].max().sort_values(kind="stable")
-            chosen_key = latest.index[-1]
-            chosen = runs.get_group(chosen_key)
-            others = group.drop(chosen.index)
-            diff_recipe = bool((others["_recipe"] != chosen_key[0]).any())
-            diff_protocol = bool((others["_protocol"] != chosen_key[1]).any())
-            what = " and ".join(
-                w for w, d in (("artifact recipe", diff_recipe), ("protocol", diff_protocol)) if d
-            )
-            exclusions.append(Exclusion(
-                cell=cell,
-                n_excluded=len(others),
-                reason=f"older {what} than the latest run (kept recipe {_short(chosen_key[0])}, "
-                       f"protocol {_short(chosen_key[1])})",
-            ))
-            group = chosen
-        group = group.sort_values("_ts", kind="stable")
-        group = group[~group["seed"].duplicated(keep="last") | group["seed"].isna()]
-        kept.append(group)
-    out = pd.concat(kept).sort_index().drop(columns=["_ts", "_recipe", "_protocol"])
+    found: list[tuple[RunGroup, pd.Timestamp]] = []
+    for (cell_id, recipe, protocol), group in work.groupby(["_cell", "_recipe", "_protocol"], sort=False):
+        ordered = group.sort_values("_ts", kind="stable")
+        kept = ordered[~ordered["seed"].duplicated(keep="last") | ordered["seed"].isna()]
+        found.append((RunGroup(
+            cell=tuple(group[k].iloc[0] for k in keys), cell_id=int(cell_id), recipe=str(recipe),
+            protocol=str(protocol), index=tuple(sorted(int(i) for i in kept.index)), n_records=len(group),
+            current=False,
+        ), group["_ts"].max()))
+    newest: dict[int, int] = {}
+    for pos, (g, ts) in enumerate(found):
+        best = newest.get(g.cell_id)
+        if best is None or ts >= found[best][1]:
+            newest[g.cell_id] = pos
+    current = set(newest.values())
+    return [replace(g, current=pos in current) for pos, (g, _) in enumerate(found)]
+
+
+def _exclusion(chosen: RunGroup, others: Sequence[RunGroup]) -> Exclusion:
+    """Say which older runs of a cell were left out, and why."""
+    what = " and ".join(w for w, d in (
+        ("artifact recipe", any(o.recipe != chosen.recipe for o in others)),
+        ("protocol", any(o.protocol != chosen.protocol for o in others)),
+    ) if d)
+    return Exclusion(
+        cell=chosen.cell,
+        n_excluded=sum(o.n_records for o in others),
+        reason=f"older {what} than the latest run (kept recipe {_short(chosen.recipe)}, "
+               f"protocol {_short(chosen.protocol)})",
+    )
+
+
+def select_records(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[pd.DataFrame, list[Exclusion]]:
+    """Per cell, keep the current (artifact_recipe, protocol) group of :func:`comparable_groups`
+    (a seed's latest record each); return the kept records (failed ones included) and what was
+    excluded."""
+    if frame.empty:
+        return frame, []
+    groups = comparable_groups(frame, keys)
+    by_cell: dict[int, list[RunGroup]] = {}
+    for g in groups:
+        by_cell.setdefault(g.cell_id, []).append(g)
+    exclusions = []
+    for members in by_cell.values():
+        if len(members) > 1:
+            chosen = next(g for g in members if g.current)
+            exclusions.append(_exclusion(chosen, [g for g in members if g is not chosen]))
+    kept = sorted(i for g in groups if g.current for i in g.index)
+    out = frame.loc[kept]
     out.attrs = dict(frame.attrs)
     return out, exclusions
+
+
+def _check_comparable(cell: tuple[Any, ...], group: pd.DataFrame) -> None:
+    """DataError when one cell holds records of two (recipe, protocol) groups: they measure
+    different data or protocols, and averaging them would hide that."""
+    runs = {(_run_id(r), _run_id(p)) for r, p in zip(group["artifact_recipe"], group["protocol"])}
+    if len(runs) > 1:
+        raise DataError(f"cell {cell} mixes {len(runs)} (artifact recipe, protocol) runs; "
+                        "select_records decides which records may be averaged, call it first")
 
 
 def aggregate(frame: pd.DataFrame, keys: Sequence[str], metric_cols: Sequence[str],
@@ -287,12 +368,15 @@ def aggregate(frame: pd.DataFrame, keys: Sequence[str], metric_cols: Sequence[st
     """Mean/std over the ok records of each cell, per metric, in the records' own units.
 
     Columns: ``keys``, metric, mean, std, n (ok records with a value), n_ok, n_failed,
-    failure (distinct 'reason (round r)' texts of failed seeds). std is NaN for n < 2.
+    failure (distinct 'reason (round r)' texts of failed seeds). std is NaN for n < 2. A cell
+    whose records come from two (recipe, protocol) groups is a DataError: pass the frame
+    through :func:`select_records` first.
     """
     rows: list[dict[str, Any]] = []
     groups = frame.groupby(list(keys), dropna=False, sort=False) if keys else [((), frame)]
     for cell, group in groups:
         cell = cell if isinstance(cell, tuple) else (cell,)
+        _check_comparable(cell, group)
         ok = group[group["status"] == "ok"]
         failed = group[group["status"] != "ok"]
         reasons = sorted({

@@ -1,9 +1,13 @@
 """Paper-style result tables (markdown + LaTeX) from result records and a suite's ``table:`` spec.
 
 Layout: one row per value of ``rows`` (several keys give multi-level rows), one column group per
-value of ``columns`` with one sub-column per metric, and a "(paper)" sub-column beside ours
-wherever the spec gives paper numbers. Cells print mean +- sample std (ddof=1) over seeds in
-percent; best per sub-column bold, second underlined. Which records form a cell follows
+value of ``columns`` with one sub-column per metric. Cells print mean +- sample std (ddof=1) over
+seeds in percent; best per sub-column bold, second underlined. Where the spec gives the paper's
+number it follows ours in the same cell, in parentheses (``32.1 ± 0.5 (38.7)``), so a reader
+compares without hunting for a second column; where the spec names a ``control`` (records the
+sweep ran under a control condition, e.g. ``missing.content: shuffle``) the control's mean
+follows in brackets (``32.1 ± 0.5 [7.7]``), so the table shows how much of a score survives
+the control. Which records form a cell follows
 :mod:`benchmark.report.records` (latest recipe/protocol, failed seeds never averaged), and every
 exclusion or failure is footnoted so a reader never sees an average that hides something.
 
@@ -46,7 +50,7 @@ from benchmark.report.records import (
 VALID_KEYS = (
     "rows", "row_order", "row_labels", "columns", "column_order", "column_labels",
     "metrics", "metric_labels", "key_labels", "lower_is_better", "raw_metrics", "decimals",
-    "caption", "paper", "na", "filters", "column_metrics", "metric_decimals", "emphasis",
+    "caption", "paper", "na", "filters", "column_metrics", "metric_decimals", "emphasis", "control",
     "title", "stem",  # read by the suite writer (cli.write_suite_tables); make_table takes title too
 )
 # Record fields usable as table metrics: name -> (record field, factor). Costs: printed
@@ -100,6 +104,7 @@ class _Spec:
     metric_decimals: dict[str, int] = field(default_factory=dict)
     paper_na: set[tuple[RowKey, RowKey, str]] = field(default_factory=set)
     emphasis: bool = True  # bold best / underline second; off for tables of statistics
+    control: "_Control | None" = None
 
     def group_metrics(self, group: RowKey) -> list[str]:
         """The metrics a column group shows: those of the first group value that column_metrics
@@ -113,8 +118,47 @@ class _Spec:
         return self.metric_decimals.get(metric, self.decimals)
 
 
+@dataclass(frozen=True)
+class _Control:
+    """Records matching ``where`` are a control condition: they leave the table's cells and
+    their mean is printed in brackets beside the cell with the same row and column keys."""
+
+    where: dict[str, Any]
+    label: str
+
+    def matches(self, frame: pd.DataFrame) -> pd.Series:
+        """Rows of ``frame`` under the control (a key no record has matches nothing)."""
+        mask = pd.Series(True, index=frame.index)
+        for key, allowed in self.where.items():
+            if key not in frame.columns:
+                return pd.Series(False, index=frame.index)
+            values = allowed if isinstance(allowed, (list, tuple, set)) else [allowed]
+            mask &= frame[key].map(value_key).isin({value_key(v) for v in values})
+        return mask
+
+
 # ---------------------------------------------------------------------------------------------
 # spec parsing
+
+
+def _parse_control(spec: Mapping[str, Any], keys: list[str]) -> _Control | None:
+    value = spec.get("control")
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or set(value) - {"where", "label"} or "where" not in value:
+        raise ConfigError("table.control must be a mapping with 'where' (param -> value) and optional 'label', "
+                          f"got {value!r}")
+    where = value["where"]
+    if not isinstance(where, Mapping) or not where:
+        raise ConfigError(f"table.control.where must be a non-empty mapping of param -> value, got {where!r}")
+    clash = sorted(set(where) & set(keys))
+    if clash:
+        raise ConfigError(f"table.control.where uses {', '.join(clash)}, which is a row or column key; "
+                          "a control must be a condition the table's cells do not show")
+    label = value.get("label") or ", ".join(f"{k} = {v}" for k, v in where.items())
+    if not isinstance(label, str):
+        raise ConfigError("table.control.label must be text")
+    return _Control(dict(where), label.strip())
 
 
 def _key_list(spec: Mapping[str, Any], name: str, required: bool) -> list[str]:
@@ -291,6 +335,7 @@ def _parse_spec(spec: Any) -> _Spec:
         metric_decimals=metric_decimals,
         paper_na=paper_na,
         emphasis=_emphasis(spec),
+        control=_parse_control(spec, rows + columns),
     )
 
 
@@ -379,8 +424,10 @@ class _Cell:
     rank: int = 0  # 1 best, 2 second
     dagger: bool = False
     ddagger: bool = False
+    control: float = math.nan  # mean under the table's control condition (display units)
+    paper: float | str | None = None  # the paper's number, or "N/A" where it reports none
 
-    def render(self, fmt: _Format, decimals: int) -> str:
+    def _ours(self, fmt: _Format, decimals: int) -> str:
         if self.kind == "na":
             return "N/A"
         if self.kind == "missing":
@@ -396,6 +443,17 @@ class _Cell:
             elif self.rank == 2:
                 text = fmt.underline(text)
         return text + (fmt.dagger if self.dagger else "") + (fmt.ddagger if self.ddagger else "")
+
+    def render(self, fmt: _Format, decimals: int) -> str:
+        """Ours, then the control's mean in brackets, then the paper's number in parentheses."""
+        text = self._ours(fmt, decimals)
+        if not math.isnan(self.control):
+            text += f" [{self.control:.{decimals}f}]"
+        if isinstance(self.paper, float):
+            text += f" ({self.paper:.{decimals}f})"
+        elif self.paper is not None and self.kind != "na":
+            text += f" ({self.paper})"
+        return text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -418,7 +476,7 @@ class _Layout:
     rows: list[RowKey]
     groups: list[RowKey]
     cells: dict[tuple[RowKey, RowKey, str], _Cell]
-    subcols: list[tuple[RowKey, str, bool]]  # (group, metric, is_paper)
+    subcols: list[tuple[RowKey, str]]  # (group, metric)
     raw: dict[Hashable, Any]
     excluded: dict[tuple[RowKey, RowKey], tuple[int, str]]
     failures: dict[tuple[RowKey, RowKey], tuple[int, int, str]]
@@ -438,8 +496,7 @@ class _Layout:
 
     def shown_cells(self) -> list[_Cell]:
         """The cells the table prints (column_metrics hides a group's other metrics)."""
-        return [self.cells[(row, group, metric)] for row in self.rows for group, metric, is_paper in self.subcols
-                if not is_paper]
+        return [self.cells[(row, group, metric)] for row in self.rows for group, metric in self.subcols]
 
     def cell_label(self, row: RowKey, group: RowKey) -> str:
         text = " / ".join(self.row_label(nk) for nk in row)
@@ -504,6 +561,13 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
                 raise ConfigError(f"table metric '{m}' (column '{col}') is in no record{closest(m, names)}; "
                                   f"metrics in the records: {', '.join(names) or '(none)'}")
             frame[col] = math.nan
+    control_means: dict[tuple[RowKey, RowKey, str], float] = {}
+    if spec.control is not None:
+        under = spec.control.matches(frame)
+        control_means = _control_means(frame[under], spec, metric_cols)
+        frame = frame[~under]
+        if frame.empty:
+            raise ConfigError(f"every record matches table.control {spec.control.where}; nothing is left to tabulate")
     check_uniform(frame, keys, "table spec")
     selected, exclusions = select_records(frame, keys)
     agg = aggregate(selected, keys, metric_cols)
@@ -566,6 +630,11 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
                                  dagger=rec["n_failed"] > 0, ddagger=has_excl)
                     if rec["n_failed"]:
                         failures[(row, group)] = (rec["n_failed"], rec["n_failed"] + rec["n_ok"], rec["failure"])
+                cell.control = control_means.get((row, group, metric), math.nan)
+                if (row, group, metric) in spec.paper:
+                    cell.paper = spec.paper[(row, group, metric)]
+                elif (row, group, metric) in spec.paper_na:
+                    cell.paper = "N/A"
                 cells[(row, group, metric)] = cell
 
     for group in groups:
@@ -579,12 +648,7 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
                 shown = round(c.mean, spec.places(metric)) * sign
                 c.rank = 1 if shown == distinct[0] else 2 if len(distinct) > 1 and shown == distinct[1] else 0
 
-    subcols: list[tuple[RowKey, str, bool]] = []
-    for group in groups:
-        for metric in spec.group_metrics(group):
-            subcols.append((group, metric, False))
-            if any(k[1] == group and k[2] == metric for k in [*spec.paper, *spec.paper_na]):
-                subcols.append((group, metric, True))
+    subcols = [(group, metric) for group in groups for metric in spec.group_metrics(group)]
 
     layout = _Layout(spec, rows, groups, cells, subcols, raw, excluded, failures,
                      {g: availability[g] for g in groups if g in availability})
@@ -606,10 +670,31 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
                     "status": cell.kind,
                     "rank": cell.rank,
                     "paper": spec.paper.get((row, group, metric), math.nan),
+                    "control": cell.control,
                 })
     out = pd.DataFrame(out_rows, columns=[*spec.rows, *spec.columns, "metric", "mean", "std", "n",
-                                          "n_failed", "n_excluded", "status", "rank", "paper"])
+                                          "n_failed", "n_excluded", "status", "rank", "paper", "control"])
     return layout, out
+
+
+def _control_means(frame: pd.DataFrame, spec: _Spec, metric_cols: list[str]) -> dict[tuple[RowKey, RowKey, str], float]:
+    """Per (row, column group, metric), the mean over seeds of the control's ok records (display
+    units), chosen by the same rule as the cells (latest recipe and protocol, latest per seed)."""
+    if frame.empty:
+        return {}
+    keys = spec.rows + spec.columns
+    check_uniform(frame, keys, "table control")
+    selected, _ = select_records(frame, keys)
+    out: dict[tuple[RowKey, RowKey, str], float] = {}
+    for rec in aggregate(selected, keys, metric_cols).to_dict("records"):
+        if rec["n"] == 0:
+            continue
+        metric = spec.metrics[metric_cols.index(rec["metric"])]
+        scale = 1.0 if metric in spec.raw_metrics else 100.0
+        row = tuple(value_key(rec[k]) for k in spec.rows)
+        group = tuple(value_key(rec[k]) for k in spec.columns)
+        out[(row, group, metric)] = rec["mean"] * scale
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -626,27 +711,15 @@ def _body(layout: _Layout, fmt: _Format) -> list[list[str]]:
             same_prefix = previous is not None and previous[: level + 1] == row[: level + 1]
             blank = level < len(row) - 1 and same_prefix
             labels.append("" if blank else fmt.esc(layout.row_label(nk)))
-        cells = []
-        for group, metric, is_paper in layout.subcols:
-            cell = layout.cells[(row, group, metric)]
-            if is_paper:
-                # the paper's own number even where our method is N/A (and vice versa)
-                value = spec.paper.get((row, group, metric))
-                if value is not None:
-                    cells.append(f"{value:.{spec.places(metric)}f}")
-                elif (row, group, metric) in spec.paper_na or cell.kind == "na":
-                    cells.append("N/A")
-                else:
-                    cells.append(fmt.missing)
-            else:
-                cells.append(cell.render(fmt, spec.places(metric)))
+        cells = [layout.cells[(row, group, metric)].render(fmt, spec.places(metric))
+                 for group, metric in layout.subcols]
         body.append(labels + cells)
         previous = row
     return body
 
 
-def _sub_header(layout: _Layout, metric: str, is_paper: bool, fmt: _Format) -> str:
-    text = fmt.esc(metric_label(metric, layout.spec.metric_labels) + (" (paper)" if is_paper else ""))
+def _sub_header(layout: _Layout, metric: str, fmt: _Format) -> str:
+    text = fmt.esc(metric_label(metric, layout.spec.metric_labels))
     if metric in layout.spec.lower_is_better:
         text += " ↓" if fmt is _MD else r" $\downarrow$"
     return text
@@ -681,8 +754,11 @@ def _caption(layout: _Layout, title: str, fmt: _Format) -> str:
         parts.append(measured)
     if spec.emphasis:
         parts.append("Best per column in bold, second underlined.")
-    if any(is_paper for _, _, is_paper in layout.subcols):
-        parts.append("Columns marked (paper) give the numbers reported in the original paper.")
+    if spec.control is not None and any(not math.isnan(c.control) for c in shown):
+        parts.append(fmt.esc(f"In brackets: the same method and column under the control ({spec.control.label}), "
+                             "mean over its seeds from the same sweep."))
+    if any(c.paper is not None for c in shown):
+        parts.append("In parentheses: the number the original paper reports.")
     return " ".join(parts)
 
 
@@ -714,8 +790,8 @@ def _footnotes(layout: _Layout, fmt: _Format) -> list[str]:
 def _markdown(layout: _Layout, title: str) -> tuple[str, list[str]]:
     spec = layout.spec
     headers = [_md_escape(key_label(k, spec.key_labels)) for k in spec.rows]
-    for group, metric, is_paper in layout.subcols:
-        sub = _sub_header(layout, metric, is_paper, _MD)
+    for group, metric in layout.subcols:
+        sub = _sub_header(layout, metric, _MD)
         headers.append(f"{_md_escape(layout.group_label(group))} · {sub}" if group else sub)
     align = ["left"] * len(spec.rows) + ["right"] * len(layout.subcols)
     table = tabulate(_body(layout, _MD), headers=headers, tablefmt="github", colalign=align,
@@ -733,7 +809,7 @@ def _latex(layout: _Layout, title: str) -> str:
     spec = layout.spec
     n_keys = len(spec.rows)
     colspec = "l" * n_keys + "".join(
-        "c" * sum(1 for g, _, _ in layout.subcols if g == group) for group in layout.groups
+        "c" * sum(1 for g, _ in layout.subcols if g == group) for group in layout.groups
     )
     lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{_caption(layout, title, _TEX)}}}"]
     if title:
@@ -744,14 +820,14 @@ def _latex(layout: _Layout, title: str) -> str:
         rules = []
         start = n_keys + 1
         for group in layout.groups:
-            width = sum(1 for g, _, _ in layout.subcols if g == group)
+            width = sum(1 for g, _ in layout.subcols if g == group)
             top.append(rf"\multicolumn{{{width}}}{{c}}{{{latex_escape(layout.group_label(group))}}}")
             rules.append(rf"\cmidrule(lr){{{start}-{start + width - 1}}}")
             start += width
         lines.append(" & ".join(top) + r" \\")
         lines.append(" ".join(rules))
     second = [latex_escape(key_label(k, spec.key_labels)) for k in spec.rows]
-    second += [_sub_header(layout, m, p, _TEX) for _, m, p in layout.subcols]
+    second += [_sub_header(layout, m, _TEX) for _, m in layout.subcols]
     lines += [" & ".join(second) + r" \\", r"\midrule"]
     for i, (row, cells) in enumerate(zip(layout.rows, _body(layout, _TEX))):
         if n_keys > 1 and i and layout.rows[i - 1][0] != row[0]:

@@ -1,0 +1,122 @@
+"""The leaderboard's columns and number formats, shared by the markdown and the HTML page so
+both say the same thing about a row."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from benchmark.report.leaderboard.rows import Row, Stat
+from benchmark.report.leaderboard.sections import Section
+
+
+@dataclass
+class Column:
+    """A table column: header, how to get a display text and a sort value from a row."""
+
+    key: str
+    label: str
+    numeric: bool
+    text: Callable[[Row], str]
+    sort: Callable[[Row], Any]
+    hint: str = ""
+
+
+def fmt_num(value: float | None, percent: bool, decimals: int = 2) -> str:
+    """A number as text ('-' when missing or not finite), times 100 for percent metrics."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value * (100.0 if percent else 1.0):.{decimals}f}"
+
+
+def fmt_stat(stat: Stat | None, percent: bool) -> str:
+    """'mean ± std' over seeds; the std only where there are two seeds or more."""
+    if stat is None or stat.n == 0:
+        return "-"
+    text = fmt_num(stat.mean, percent)
+    if stat.n > 1 and math.isfinite(stat.std):
+        text += f" ± {fmt_num(stat.std, percent)}"
+    return text
+
+
+def fmt_bytes(value: float | None) -> str:
+    """Bytes in the largest unit that keeps the number at least 1."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:.0f} B"
+
+
+def fmt_param(value: Any) -> str:
+    """A grid value as text: floats without trailing zeros, '-' for none."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "-" if value is None else str(value)
+
+
+def _mean(row: Row, key: str) -> float | None:
+    stat = row.stats.get(key)
+    return stat.mean if stat is not None and stat.n else None
+
+
+def columns(section: Section) -> list[Column]:
+    """The section's columns; markdown and HTML share them so both pages say the same.
+
+    Results come first and the filterable context (track, task) last, so the numbers stay in
+    view on a narrow screen; the Code column opens the row's provenance.
+    """
+    p = section.primary
+    pct = section.percent.get(p, True)
+    unit = " (%)" if pct else ""
+    cols = [
+        Column("method", "Method", False, lambda r: section.labels.get(r.method, r.method), lambda r: r.method,
+               "algorithm (registry name on sorting)"),
+        Column("dataset", "Dataset", False, lambda r: r.dataset, lambda r: r.dataset, "dataset.name"),
+        Column("missing", "Missing", False, lambda r: r.missing, lambda r: r.missing, "missing-modality setting"),
+        Column("rate", "Rate", True, lambda r: fmt_param(r.rate), lambda r: r.rate, "missing rate"),
+    ]
+    for key in section.extra_params:
+        numeric = all(isinstance(r.params.get(key), (int, float)) and not isinstance(r.params.get(key), bool)
+                      for r in section.rows if key in r.params)
+        cols.append(Column(f"param:{key}", key, numeric, lambda r, k=key: fmt_param(r.params.get(k)),
+                           lambda r, k=key, num=numeric: r.params.get(k) if num else fmt_param(r.params.get(k)),
+                           "grid parameter"))
+    from benchmark.report.tables import metric_label
+
+    for m in section.metrics:
+        m_pct = section.percent.get(m, True)
+        cols.append(Column(f"test/{m}", metric_label(m, section.metric_labels), True,
+                           lambda r, m=m, q=m_pct: fmt_stat(r.stats.get(f"test/{m}"), q),
+                           lambda r, m=m: _mean(r, f"test/{m}"),
+                           f"test {m} at the best validation round, mean ± std over seeds"
+                           + (" (%)" if m_pct else "")))
+    cols += [
+        Column("auc", "Robust. AUC", True, lambda r: fmt_num(r.auc, pct), lambda r: r.auc,
+               f"area under test {p} vs missing rate, divided by the rate range{unit}"),
+        Column("worst", "Worst client", True, lambda r: fmt_stat(r.stats.get(f"worst_client/{p}"), pct),
+               lambda r: _mean(r, f"worst_client/{p}"), f"lowest per-client test {p}{unit}"),
+        Column("spread", "Client spread", True, lambda r: fmt_stat(r.stats.get(f"spread/{p}"), pct),
+               lambda r: _mean(r, f"spread/{p}"), f"population std across clients of test {p}{unit}"),
+        Column("bytes", "Bytes/round", True, lambda r: fmt_bytes(_mean(r, "bytes_per_round")),
+               lambda r: _mean(r, "bytes_per_round"), "bytes up + down per training round (ledger)"),
+        Column("seconds", "s/round", True, lambda r: fmt_num(_mean(r, "seconds_per_round"), False, 3),
+               lambda r: _mean(r, "seconds_per_round"), "median seconds per round"),
+        Column("seeds", "Seeds ok", True, lambda r: f"{len(r.ok)}/{len(r.records)}", lambda r: len(r.ok),
+               "successful seeds / seeds run"),
+        Column("code", "Code", False, lambda r: ", ".join(r.code_versions), lambda r: r.latest,
+               "git commit(s) of the row; click for provenance (sorts by run time)"),
+        Column("track", "Track", False, section.track_of, section.track_of, "benchmark track"),
+        Column("task", "Task", False, lambda r: r.task, lambda r: r.task, "task.name"),
+    ]
+    return cols
+
+
+def failure_text(row: Row) -> str:
+    """Each failed seed of a row with its reason, one phrase per seed."""
+    reasons = sorted({f"seed {r.get('seed')}: {(r.get('error') or {}).get('reason', 'unknown error')}"
+                      for r in row.failed})
+    return "; ".join(reasons)

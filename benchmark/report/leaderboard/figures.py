@@ -1,0 +1,59 @@
+"""The leaderboard's robustness figures: primary metric vs missing rate, one line per method,
+drawn by the plots module from the current rows' records only."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmark.errors import ConfigError, DataError
+from benchmark.report.leaderboard.columns import fmt_param
+from benchmark.report.leaderboard.rows import ROBUSTNESS_X, Row
+from benchmark.report.leaderboard.sections import Section
+
+MAX_PLOTS_PER_SECTION = 8
+
+
+def _setting(row: Row) -> dict[str, Any]:
+    """The row's params apart from the curve's x (missing rate) and hue (method)."""
+    return {k: v for k, v in row.params.items() if k not in (ROBUSTNESS_X, "algorithm.name")}
+
+
+def plot_sections(sections: Sequence[Section], out_dir: Path) -> None:
+    """Robustness curves (primary metric vs missing rate, one line per method) per section.
+
+    Only current rows are drawn, one figure per combination of the other grid parameters, so a
+    line never mixes recipes, protocols or settings. A figure that cannot be drawn becomes a
+    note on the page instead of stopping the leaderboard.
+    """
+    from benchmark.report.plots import robustness_plot
+
+    for sec in sections:
+        current = [r for r in sec.rows if r.current and r.ok]
+        if len({r.rate for r in current if r.rate is not None}) < 2:
+            continue
+        combos: dict[str, dict[str, Any]] = {}
+        for r in current:
+            combos.setdefault(json.dumps(_setting(r), sort_keys=True, default=str), _setting(r))
+        if len(combos) > MAX_PLOTS_PER_SECTION:
+            sec.notes.append(f"{len(combos)} parameter settings; figures drawn for the first "
+                             f"{MAX_PLOTS_PER_SECTION} only (the table has all).")
+        for i, (key, rest) in enumerate(list(combos.items())[:MAX_PLOTS_PER_SECTION]):
+            records = [rec for r in current if json.dumps(_setting(r), sort_keys=True, default=str) == key
+                       for rec in r.records]
+            if ROBUSTNESS_X not in (records[0].get("params") or {}):
+                continue
+            setting = ", ".join(f"{k}={fmt_param(v)}" for k, v in rest.items())
+            title = f"{sec.suite} [{sec.scale}]: {sec.primary} vs missing rate" + (f" ({setting})" if setting else "")
+            suffix = f"_{i}" if len(combos) > 1 else ""
+            stem = out_dir / f"leaderboard_{sec.suite}_{sec.scale}_robustness{suffix}"
+            try:
+                paths = robustness_plot(records, x=ROBUSTNESS_X, metric=sec.primary, hue="algorithm.name",
+                                        out_stem=stem, title=title, hue_labels=sec.labels or None,
+                                        percent=sec.percent.get(sec.primary, True))
+            except (ConfigError, DataError) as e:
+                sec.notes.append(f"figure not drawn: {e}")
+                continue
+            sec.figures.append((title, next(p for p in paths if p.suffix == ".png")))
