@@ -11,7 +11,8 @@ from typing import Any
 from benchmark.errors import BenchmarkError
 
 DEMO_SUITE = "demo"
-EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard.verb", "benchmark.submit", "benchmark.regress")
+EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard.verb", "benchmark.report.fidelity_summary",
+                                        "benchmark.submit", "benchmark.regress")
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
