@@ -143,6 +143,13 @@ class ModelAlgorithm(Algorithm):
             state["opt"] = torch.optim.Adam(model.parameters(), lr=train.lr, weight_decay=train.weight_decay)
         return state["model"], state["opt"]
 
+    def received_model(self, received: Payload, prefix: str = "model.") -> nn.Module:
+        """A model holding the ``prefix`` entries of a received payload, built on the client
+        side (evaluation of a global model needs no server object)."""
+        model = self.build_model()
+        load_model_payload(model, received, prefix)
+        return model
+
     def local_train(self, model: nn.Module, opt: torch.optim.Optimizer, client: ClientData,
                     extra_loss: Callable[[nn.Module], Tensor] | None = None,
                     epochs: int | None = None) -> LoopLog:

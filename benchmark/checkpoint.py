@@ -55,7 +55,7 @@ import torch
 from benchmark.errors import first_line
 
 FORMAT = "fedmm-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: every hook runs under its own seed (benchmark.roles)
 PROJECT_PACKAGES = frozenset({"benchmark", "baselines", "methods", "data_prep"})
 _IMPORTABLE = PROJECT_PACKAGES | {"torch", "torch_geometric", "numpy", "builtins", "typing", "_operator",
                                   "operator", "inspect", "collections"}
