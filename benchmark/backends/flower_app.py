@@ -49,8 +49,8 @@ if TYPE_CHECKING:
 
 #: a node's data: (its ClientData, the dataset's metadata) for a run config and a partition id
 ClientSource = Callable[[RunConfig, int], tuple[ClientData, FederationMeta]]
-#: receives the finished record on the server side
-RecordSink = Callable[[dict[str, Any]], None]
+#: receives the finished record (and the ServerApp's context) on the server side
+RecordSink = Callable[[dict[str, Any], Context], None]
 
 PARTITION_KEY = "partition-id"
 MESSAGE_TIMEOUT_S = 3600.0
@@ -177,7 +177,7 @@ def make_server_app(config: Callable[[Context], RunConfig], sink: RecordSink, nu
         engine = Engine(cfg, channel=lambda eng: FlowerChannel(grid, eng, n), progress=progress)
         record = engine.run(resume=False)
         record["backend"] = "flower"
-        sink(record)
+        sink(record, context)
 
     return app
 

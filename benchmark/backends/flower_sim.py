@@ -62,7 +62,8 @@ def run_flower(cfg: RunConfig, fed: FederatedData | None = None, progress: bool 
         return clients[pid], meta
 
     out: dict[str, Any] = {}
-    server = make_server_app(lambda ctx: cfg, out.update, lambda ctx: len(clients), progress=progress)
+    server = make_server_app(lambda ctx: cfg, lambda rec, ctx: out.update(rec), lambda ctx: len(clients),
+                             progress=progress)
     n_cpus = cpus or int(os.environ.get(FLOWER_CPUS_ENV, "0") or 0) or min(2, os.cpu_count() or 1)
     backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                "init_args": {"num_cpus": n_cpus, "num_gpus": 0, "include_dashboard": False,
