@@ -42,14 +42,21 @@ def _load() -> None:
     from benchmark.backends import flower_sim, ray_sweep  # noqa: F401
 
 
+def _ready(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """The backend, once the engines it names in ``requires`` import (checked before any work starts)."""
+    for module in getattr(fn, "requires", ()):
+        require(module, name)
+    return fn
+
+
 def sweep_backend(name: str) -> Callable[..., Any]:
     _load()
-    return SWEEP_BACKENDS.get(name)
+    return _ready(SWEEP_BACKENDS.get(name), name)
 
 
 def run_backend(name: str) -> Callable[..., Any]:
     _load()
-    return RUN_BACKENDS.get(name)
+    return _ready(RUN_BACKENDS.get(name), name)
 
 
 __all__ = ["RUN_BACKENDS", "SCALE_HINT", "SWEEP_BACKENDS", "require", "run_backend", "sweep_backend"]

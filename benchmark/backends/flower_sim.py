@@ -51,6 +51,12 @@ def run_flower(cfg: RunConfig, fed: FederatedData | None = None, progress: bool 
 
     from benchmark.backends.flower_app import make_client_app, make_server_app
 
+    from benchmark import registry as R
+
+    R.load_plugins()
+    if R.ALGORITHMS.get(cfg.algorithm.name).centralized:
+        raise ConfigError(f"algorithm '{cfg.algorithm.name}' is a centralized upper bound: it pools every client's "
+                          "data, so it has no federated form to run under Flower")
     if cfg.train.checkpoint_every > 0:
         raise ConfigError("--backend flower keeps client states on the nodes, so train.checkpoint_every must be 0")
     if fed is None:
@@ -74,5 +80,7 @@ def run_flower(cfg: RunConfig, fed: FederatedData | None = None, progress: bool 
         raise ConfigError("the Flower simulation ended without a record (see its log above)")
     return out
 
+
+run_flower.requires = ("flwr", "ray")  # type: ignore[attr-defined]
 
 __all__ = ["FLOWER_CPUS_ENV", "quiet_flower", "run_flower", "run_inprocess"]

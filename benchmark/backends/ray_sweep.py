@@ -97,4 +97,6 @@ def run_cells_ray(todo: list[Cell], store_path: str, threads: int, jobs: int, is
     return held
 
 
+run_cells_ray.requires = ("ray",)  # type: ignore[attr-defined]
+
 __all__ = ["connect", "run_cells_ray"]
