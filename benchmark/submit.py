@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -302,7 +303,7 @@ def flower_gate(sub: Submission, smoke: dict[str, Any]) -> dict[str, Any]:
         return smoke  # an upper bound that pools the data has no federated form to check
     cfg = smoke_config(sub)
     try:
-        record = run_backend("flower")(cfg)
+        record = run_backend("flower")(cfg, prepare=functools.partial(_ensure_registered, str(sub.path), sub.name))
     except BenchmarkError as e:
         if "pip install" in str(e):
             raise

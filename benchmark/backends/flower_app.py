@@ -187,14 +187,17 @@ class _Node:
     """What one node process caches between messages: parsed configs and its loaded data
     (never algorithm state: that lives in the Flower context)."""
 
-    def __init__(self, source: ClientSource) -> None:
+    def __init__(self, source: ClientSource, prepare: Callable[[], None] | None = None) -> None:
         self.source = source
+        self.prepare = prepare
         self.configs: dict[str, RunConfig] = {}
         self.data: dict[tuple[str, int], tuple[ClientData, FederationMeta, RawDataFingerprint]] = {}
 
     def config(self, text: str) -> RunConfig:
         if text not in self.configs:
             R.load_plugins()
+            if self.prepare is not None:  # e.g. register a submitted method in this node's process
+                self.prepare()
             self.configs[text] = build_run_config(json.loads(text))
         return self.configs[text]
 
@@ -224,10 +227,12 @@ def _client_side(cfg: RunConfig, meta: FederationMeta) -> ClientSide:
     return ClientSide(algo_cls, component_config(R.ALGORITHMS, cfg.algorithm, "algorithm"), ctx)
 
 
-def make_client_app(source: ClientSource) -> ClientApp:
-    """A ClientApp whose node holds the client that ``source`` gives for its ``partition-id``."""
+def make_client_app(source: ClientSource, prepare: Callable[[], None] | None = None) -> ClientApp:
+    """A ClientApp whose node holds the client that ``source`` gives for its ``partition-id``;
+    ``prepare`` runs once in each node process before its first message (a module-level
+    callable: it travels to the simulation's workers by reference)."""
     app = ClientApp()
-    node = _Node(source)
+    node = _Node(source, prepare)
 
     def prepare(msg: Message, context: Context) -> tuple[RunConfig, ClientData, RawDataFingerprint, ClientSide, dict]:
         ctl = msg.content["fedmm"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from benchmark.backends import RUN_BACKENDS, require
@@ -33,17 +34,20 @@ def run_inprocess(cfg: RunConfig, fed: FederatedData | None = None, progress: bo
 
 
 def quiet_flower() -> None:
-    """No telemetry calls (there is no network to send them to) and no deprecation chatter."""
+    """No telemetry calls (there may be no network to send them to) and no log chatter on stderr."""
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     warnings.filterwarnings("ignore", module="flwr")
-    logging.getLogger("flwr").setLevel(logging.WARNING)
+    logging.getLogger("flwr").setLevel(logging.CRITICAL)  # a failing node reaches the user as our one-line error
 
 
 @RUN_BACKENDS.register("flower")
 def run_flower(cfg: RunConfig, fed: FederatedData | None = None, progress: bool = False,
-               resume: bool = True, cpus: int | None = None) -> dict[str, Any]:
-    """One cell on Flower's simulation engine (``run_simulation``); checkpoints do not apply."""
+               resume: bool = True, cpus: int | None = None,
+               prepare: Callable[[], None] | None = None) -> dict[str, Any]:
+    """One cell on Flower's simulation engine (``run_simulation``); checkpoints do not apply.
+    ``prepare`` runs in every worker before its first message (``submit`` registers the
+    submitted method there)."""
     require("flwr", "flower")
     require("ray", "flower")
     quiet_flower()
@@ -74,7 +78,7 @@ def run_flower(cfg: RunConfig, fed: FederatedData | None = None, progress: bool 
     backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                "init_args": {"num_cpus": n_cpus, "num_gpus": 0, "include_dashboard": False,
                              "logging_level": logging.ERROR, "log_to_driver": False}}
-    run_simulation(server_app=server, client_app=make_client_app(source), num_supernodes=len(clients),
+    run_simulation(server_app=server, client_app=make_client_app(source, prepare), num_supernodes=len(clients),
                    backend_config=backend)
     if not out:
         raise ConfigError("the Flower simulation ended without a record (see its log above)")
