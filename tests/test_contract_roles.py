@@ -11,7 +11,6 @@ side afresh for every message and such a memory would be lost there.
 from __future__ import annotations
 
 import io
-import pickle
 
 import pytest
 import torch

@@ -37,9 +37,15 @@ def require(module: str, backend: str) -> ModuleType:
                           f"{SCALE_HINT}") from None
 
 
+#: modules that register backends (by name, like ``registry.PLUGIN_PACKAGES``); each imports
+#: its engine only when its backend runs
+BACKEND_MODULES = ("benchmark.backends.ray_sweep", "benchmark.backends.flower_sim")
+
+
 def _load() -> None:
-    """Register the built-in backends (their modules import the engines lazily)."""
-    from benchmark.backends import flower_sim, ray_sweep  # noqa: F401
+    """Register the built-in backends (``joblib`` registers itself in ``benchmark.sweep``)."""
+    for module in BACKEND_MODULES:
+        importlib.import_module(module)
 
 
 def _ready(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -59,4 +65,4 @@ def run_backend(name: str) -> Callable[..., Any]:
     return _ready(RUN_BACKENDS.get(name), name)
 
 
-__all__ = ["RUN_BACKENDS", "SCALE_HINT", "SWEEP_BACKENDS", "require", "run_backend", "sweep_backend"]
+__all__ = ["BACKEND_MODULES", "RUN_BACKENDS", "SCALE_HINT", "SWEEP_BACKENDS", "require", "run_backend", "sweep_backend"]
