@@ -101,11 +101,12 @@ class FlowerChannel(Channel):
 
     # ------------------------------------------------------------------ messaging
     def _wait_for_nodes(self, n: int, wait_s: float) -> list[int]:
+        """Every connected node, once at least ``n`` are (each then says which client it holds)."""
         deadline = time.monotonic() + wait_s
         while True:
             nodes = sorted(self.grid.get_node_ids())
             if len(nodes) >= n:
-                return nodes[:n] if len(nodes) == n else nodes
+                return nodes
             if time.monotonic() > deadline:
                 raise BenchmarkError(f"only {len(nodes)} of {n} Flower nodes connected within {wait_s:.0f} s")
             time.sleep(0.5)

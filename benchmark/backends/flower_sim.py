@@ -20,7 +20,8 @@ from benchmark.config import RunConfig
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData, FederatedData, FederationMeta, build_federation
 
-#: Flower's simulation: one CPU per virtual node by default; FEDMM_FLOWER_CPUS caps Ray's pool
+#: Flower's simulation gives each virtual node's worker one CPU, with as many workers as
+#: clients or cores (the fewer); FEDMM_FLOWER_CPUS sets the pool's CPUs instead
 FLOWER_CPUS_ENV = "FEDMM_FLOWER_CPUS"
 
 
@@ -74,7 +75,7 @@ def run_flower(cfg: RunConfig, fed: FederatedData | None = None, progress: bool 
     out: dict[str, Any] = {}
     server = make_server_app(lambda ctx: cfg, lambda rec, ctx: out.update(rec), lambda ctx: len(clients),
                              progress=progress)
-    n_cpus = cpus or int(os.environ.get(FLOWER_CPUS_ENV, "0") or 0) or min(2, os.cpu_count() or 1)
+    n_cpus = cpus or int(os.environ.get(FLOWER_CPUS_ENV, "0") or 0) or min(len(clients), os.cpu_count() or 1)
     backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                "init_args": {"num_cpus": n_cpus, "num_gpus": 0, "include_dashboard": False,
                              "logging_level": logging.ERROR, "log_to_driver": False}}

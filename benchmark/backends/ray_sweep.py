@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from typing import Any
 
 from benchmark.backends import SWEEP_BACKENDS, require
@@ -41,13 +42,14 @@ def connect(address: str | None, jobs: int) -> bool:
     ray = require("ray", "ray")
     if ray.is_initialized():
         return False
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # quiet a FutureWarning on CPU-only runs
     env = {k: os.environ[k] for k in (GIT_STATE_ENV, THREADS_ENV) if k in os.environ}
     common: dict[str, Any] = {"runtime_env": {"env_vars": env}, "logging_level": "ERROR", "log_to_driver": False}
-    if address:
-        ray.init(address=address, **common)
-    else:
-        ray.init(num_cpus=max(1, min(jobs, os.cpu_count() or 1)), include_dashboard=False, **common)
+    with warnings.catch_warnings():  # Ray's notice about a future default; a zero-GPU cell still sees no GPU
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        if address:
+            ray.init(address=address, **common)
+        else:
+            ray.init(num_cpus=max(1, min(jobs, os.cpu_count() or 1)), include_dashboard=False, **common)
     return True
 
 
@@ -59,8 +61,10 @@ def run_cells_ray(todo: list[Cell], store_path: str, threads: int, jobs: int, is
     ray = require("ray", "ray")
     res = resources or {"cpus": 1.0, "gpus": 0.0}
     cell_threads = int(os.environ.get(THREADS_ENV, "0") or 0) or max(1, int(res["cpus"]))
-    remote = ray.remote(num_cpus=res["cpus"], num_gpus=res["gpus"], max_retries=0,
-                        max_calls=1 if isolate else 0)(_cell_task)
+    options: dict[str, Any] = {"num_cpus": res["cpus"], "num_gpus": res["gpus"], "max_retries": 0}
+    if isolate:
+        options["max_calls"] = 1  # a fresh worker per cell (peak memory of its own)
+    remote = ray.remote(**options)(_cell_task)
     started = connect(address, jobs)
     store = ResultStore(store_path)
     held: set[str] = set()
