@@ -75,6 +75,7 @@ class FlowerChannel(Channel):
         self.config = _config_json(engine.cfg)
         self.device = engine.device
         self.pending: dict[int, Payload] = {}
+        self.meta_json: str | None = None  # sent with every message once the nodes have said who they are
         nodes = self._wait_for_nodes(num_nodes, wait_s)
         replies = self._exchange({n: self._message(n, "query.meta", {}) for n in nodes})
         self.node_of: dict[int, int] = {}
@@ -112,8 +113,7 @@ class FlowerChannel(Channel):
             time.sleep(0.5)
 
     def _message(self, node: int, kind: str, arrays: dict[str, Payload], rnd: int = -1) -> Message:
-        content = RecordDict({"fedmm": C.control(config=self.config, meta=getattr(self, "meta_json", None),
-                                                 round=rnd)})
+        content = RecordDict({"fedmm": C.control(config=self.config, meta=self.meta_json, round=rnd)})
         for key, payload in arrays.items():
             content[key] = C.payload_to_record(payload)
         return Message(content=content, dst_node_id=node, message_type=kind, group_id=str(rnd))
