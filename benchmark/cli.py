@@ -11,7 +11,8 @@ from typing import Any
 from benchmark.errors import BenchmarkError
 
 DEMO_SUITE = "demo"
-EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard.verb", "benchmark.submit", "benchmark.regress")
+EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard.verb", "benchmark.report.fidelity_summary",
+                                        "benchmark.submit", "benchmark.regress")
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
@@ -143,13 +144,12 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def _suite_records(suite_name: str, scale: str | None, results_dir: str) -> tuple[Any, list[dict], str]:
-    from benchmark.sweep import latest_records, load_suite
-    from benchmark.results import ResultStore
+    from benchmark.report.suite_tables import suite_records
+    from benchmark.sweep import load_suite
 
     suite = load_suite(suite_name)
     scale = scale or suite.default_scale
-    ids = {c.cell_id for c in suite.cells(scale)}
-    records = latest_records(ResultStore(suite.results_path(results_dir, scale)).read(), ids)
+    records = suite_records(suite, scale, results_dir)
     if not records:
         raise BenchmarkError(f"no records for suite '{suite.name}' at scale '{scale}' in {results_dir}/; "
                              f"run: python run_benchmark.py sweep {suite.name} --scale {scale}")
@@ -158,19 +158,13 @@ def _suite_records(suite_name: str, scale: str | None, results_dir: str) -> tupl
 
 def write_suite_tables(suite: Any, records: list[dict], scale: str, out: str) -> list[tuple[str, str]]:
     """Write every table of a suite; returns (stem, markdown) pairs."""
-    from benchmark.report.tables import make_table, write_table
+    from benchmark.report.suite_tables import make_suite_tables
+    from benchmark.report.tables import write_table
 
-    specs = suite.spec.get("tables") or ([suite.spec["table"]] if "table" in suite.spec else [])
     written = []
-    for i, spec in enumerate(specs):
-        spec = dict(spec)
-        if suite.spec.get("control") and "control" not in spec:
-            spec["control"] = suite.spec["control"]
-        stem = spec.pop("stem", None) or (f"{suite.name}_{scale}" if len(specs) == 1 else f"{suite.name}_{scale}_{i}")
-        title = spec.pop("title", suite.spec.get("description", suite.name))
-        output = make_table(records, spec, title=f"{title} [scale: {scale}]")
-        write_table(output, Path(out), stem)
-        written.append((stem, output.markdown))
+    for table in make_suite_tables(suite, records, scale):
+        write_table(table.output, Path(out), table.stem)
+        written.append((table.stem, table.output.markdown))
     return written
 
 

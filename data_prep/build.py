@@ -269,6 +269,28 @@ def _client_data(
     )
 
 
+def feature_graph(dataset: GraphDataset, available: torch.Tensor) -> GraphDataset:
+    """The dataset with its kNN graph rebuilt from the rows each node still holds.
+
+    A dataset whose graph is a kNN over one modality's features (``meta["feature_graph"] =
+    {"modality", "k"}``, e.g. Flickr30k) would otherwise carry a masked row's true value in
+    its edges: a node keeps the neighbours its hidden image chose, and message passing
+    hands that image back. Here only observed rows get or give neighbours, after masking
+    (and after ``missing.content: shuffle``, so shuffled content draws its own graph). The
+    partition is still computed on the loader's graph: it decides which client holds a
+    node, and no feature value reaches a client through it.
+    """
+    spec = dataset.meta.get("feature_graph") if isinstance(dataset.meta, dict) else None
+    if not spec:
+        return dataset
+    from data_prep.datasets.sources import knn_pairs, undirected_edge_index
+
+    m = dataset.modalities.index(spec["modality"])
+    x = dataset.features[spec["modality"]].numpy()
+    src, dst = knn_pairs(x, int(spec["k"]), valid=available[:, m].numpy())
+    return dataclasses.replace(dataset, edge_index=undirected_edge_index(src, dst, dataset.num_nodes))
+
+
 def client_edges(
     edge_index: torch.Tensor, owner: np.ndarray, clients: list[ClientIndex]
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -366,6 +388,7 @@ def assemble(
     masks = (art["train_mask"].bool(), art["val_mask"].bool(), art["test_mask"].bool())
     if cfg.missing.content == "shuffle":
         dataset = dataclasses.replace(dataset, features=shuffled_content(dataset, cfg.seed))
+    dataset = feature_graph(dataset, available)
     features = masked_features(dataset, available, owner, cfg.missing.fill, cfg.seed)
 
     edges = client_edges(dataset.edge_index, owner, clients_idx)

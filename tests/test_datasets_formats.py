@@ -580,3 +580,52 @@ def test_fb15k237_typing_minilm_option_uses_features_module(tmp_path: Path, monk
     ds = FB15k237Typing(cfg).load(tmp_path)
     assert seen["encoder"] == "minilm" and seen["n"] == ds.num_nodes and ds.feature_dims["text"] == 384
     assert (ds.features["text"][~ds.available[:, 0]] == 0).all() and (~ds.available[:, 0]).sum() == 1
+
+
+def _write_flickr_many(d: Path, n: int, seed: int = 0) -> np.ndarray:
+    """n images in two clusters (token captions, image/text feature files); returns the image rows."""
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "results_20130124.token").write_text("".join(f"{i}.jpg#0\tcaption of image {i}\n" for i in range(n)))
+    rng = np.random.default_rng(seed)
+    centers = np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0]])
+    image = np.stack([centers[i % 2] + 0.3 * rng.standard_normal(4) for i in range(n)])
+    np.savez(d / "image_feat.npz", ids=np.array([f"{i}.jpg" for i in range(n)]), features=image)
+    np.savez(d / "text_feat.npz", ids=np.array([f"{i}.jpg" for i in range(n)]), features=rng.standard_normal((n, 5)))
+    return image
+
+
+def test_flickr30k_graph_is_redrawn_from_observed_images_only(tmp_path: Path) -> None:
+    """After node-level masking, a node whose image is hidden has no edge, and changing the
+    hidden images' true values changes nothing a client receives (edges or features)."""
+    from benchmark.config import DatasetConfig, MissingConfig, OutputConfig, PartitionConfig, RunConfig, SplitConfig
+    from data_prep.build import build_federation
+
+    def federation(root: Path):
+        cfg = RunConfig(seed=0, dataset=DatasetConfig(name="flickr30k", root=str(root), params={"k": 3, "cache": False}),
+                        partition=PartitionConfig(name="iid", num_clients=2, params={}),
+                        missing=MissingConfig(name="node_level", fill="zeros", params={"rate": 0.4}),
+                        split=SplitConfig(train=0.6, val=0.2, test=0.2),
+                        output=OutputConfig(cache_dir=str(root / "cache")))
+        return build_federation(cfg)
+
+    image = _write_flickr_many(tmp_path / "a" / "flickr30k", 40)
+    fed = federation(tmp_path / "a")
+    pooled = fed.pooled
+    img = fed.modalities.index("image")
+    hidden = ~pooled.available[:, img]
+    assert 0 < int(hidden.sum()) < 40
+    touched = torch.zeros(40, dtype=torch.bool)
+    touched[pooled.edge_index.reshape(-1)] = True
+    assert not (touched & hidden).any() and touched[~hidden].all()  # observed images keep their kNN
+    # new true values for the hidden images: every client's graph and rows stay bit-identical
+    ids = np.flatnonzero(hidden.numpy())
+    changed = image.copy()
+    changed[ids] = -changed[ids] + 5.0
+    d = tmp_path / "b" / "flickr30k"
+    _write_flickr_many(d, 40)
+    np.savez(d / "image_feat.npz", ids=np.array([f"{i}.jpg" for i in range(40)]), features=changed)
+    other = federation(tmp_path / "b")
+    assert torch.equal(other.pooled.available, pooled.available)
+    for a, b in zip(fed.clients, other.clients):
+        assert torch.equal(a.edge_index, b.edge_index) and torch.equal(a.boundary_edges, b.boundary_edges)
+        assert all(torch.equal(a.features[m], b.features[m]) for m in a.features)

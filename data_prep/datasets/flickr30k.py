@@ -4,7 +4,11 @@ Why: Flickr30k is the retrieval dataset of both protocols (31,783 images, 5 capt
 each). It has no native graph, so, as in the multimodal-graph benchmarks that use it,
 nodes are images linked to their ``k`` most similar images by cosine similarity of the
 image features (union of the kNN lists, so the graph is undirected); nodes whose image
-feature is missing get no edges. ``k = 8`` gives roughly the 5.7 undirected edges per node
+feature is missing get no edges. That graph is only the loader's: because it is made of
+image content, the federation builder rebuilds it per run after masking
+(``meta["feature_graph"]``, see ``data_prep.build.feature_graph``), from the observed image
+rows only, so a node whose image is masked keeps no edge that its true image chose.
+``k = 8`` gives roughly the 5.7 undirected edges per node
 (181,151 edges over 31,783 nodes) that FedMGS reports. Not available offline: this
 loader reads the public caption formats plus feature files, tested on generated files.
 
@@ -60,7 +64,7 @@ from data_prep.datasets.sources import (
 )
 
 DATASET_DIR = "flickr30k"
-LOADER_VERSION = 1
+LOADER_VERSION = 2  # 2: meta names the feature graph the builder redraws after masking
 CAPTION_FILES: dict[str, RemoteFile] = {
     "results_20130124.token": RemoteFile(
         "results_20130124.token", None, None,
@@ -131,6 +135,7 @@ class Flickr30k:
         meta: dict[str, Any] = {
             "source": "Flickr30k",
             "graph": f"union-symmetrized {c.k}-NN over cosine similarity of image features",
+            "feature_graph": {"modality": "image", "k": c.k},
             "config": asdict(c),
             "images": images,
             "captions_per_image": [len(cs) for cs in captions],
