@@ -70,9 +70,14 @@ def test_hide_pretraining_does_not_help_the_averaging_methods(table3):
     assert mrr[("mmfed3", "ae", 3)] - mrr[("mmfed3", "hide", 3)] < 0.02
 
 
-def test_fig8_mmfed3_hide_above_mmfede_at_every_rate():
+def test_fig8_mmfed3_hide_and_mmfede_tie_on_the_client_view():
+    """Fed3, client view (KG protocol 2): MMFeD3-HidE and MMFedE (no imputer) are within 0.015
+    MRR of each other at every availability rate and neither is above at every rate; under
+    version 1 (MMFedE on the global model) MMFeD3-HidE was above at every rate."""
     _, records, _ = _load("mmfed3_fig8")
     mrr = _mrr(records, "algorithm.name", "missing.rate")
     rates = sorted({r for _, r in mrr})
     assert len(rates) == 6
-    assert all(mrr[("mmfed3", r)] > mrr[("mmfede", r)] for r in rates)
+    gaps = [mrr[("mmfed3", r)] - mrr[("mmfede", r)] for r in rates]
+    assert all(abs(g) < 0.015 for g in gaps), gaps
+    assert any(g > 0 for g in gaps) and any(g < 0 for g in gaps), gaps
