@@ -51,6 +51,7 @@ from benchmark.report.records import (
     metric_column,
     records_frame,
     select_records,
+    under_condition,
     value_key,
 )
 
@@ -135,16 +136,6 @@ class _Control:
 
     where: dict[str, Any]
     label: str
-
-    def matches(self, frame: pd.DataFrame) -> pd.Series:
-        """Rows of ``frame`` under the control (a key no record has matches nothing)."""
-        mask = pd.Series(True, index=frame.index)
-        for key, allowed in self.where.items():
-            if key not in frame.columns:
-                return pd.Series(False, index=frame.index)
-            values = allowed if isinstance(allowed, (list, tuple, set)) else [allowed]
-            mask &= frame[key].map(value_key).isin({value_key(v) for v in values})
-        return mask
 
 
 # ---------------------------------------------------------------------------------------------
@@ -586,7 +577,9 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
             frame[col] = math.nan
     control_means: dict[tuple[RowKey, RowKey, str], float] = {}
     if spec.control is not None:
-        under = spec.control.matches(frame)
+        # the frame's index is each record's position, so the suite's one rule decides
+        under = pd.Series([under_condition(records[i], spec.control.where) for i in frame.index],
+                          index=frame.index, dtype=bool)
         control_means = _control_means(frame[under], spec, metric_cols)
         frame = frame[~under]
         if frame.empty:
