@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, default=1, help="cells in parallel (joblib processes)")
     s.add_argument("--results", default="results", help="results directory")
     s.add_argument("--retry-failed", action="store_true", help="run failed cells again")
+    s.add_argument("--keep-stale", action="store_true",
+                   help="count stored records made under another protocol or config as done (default: run them again)")
     s.add_argument("--isolate", action="store_true", default=None,
                    help="run every cell in a fresh process (per-cell peak memory); suites may set isolate: true")
     s.add_argument("--backend", default="joblib",
@@ -144,7 +146,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     else:
         only = dict(parse_override(o) for o in a.only)
         records, ran = run_suite(suite, a.scale, a.jobs, a.results, a.retry_failed, overrides=overrides, only=only,
-                                 isolate=a.isolate, backend=a.backend, address=a.address)
+                                 isolate=a.isolate, backend=a.backend, address=a.address,
+                                 keep_stale=a.keep_stale)
     failed = [r for r in records if r.get("status") != "ok"]
     print(f"{suite.name}: {ran} cells run now, {len(records)} recorded, {len(failed)} failed")
     for r in failed[:10]:

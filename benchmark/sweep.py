@@ -56,7 +56,7 @@ from benchmark.backends import SWEEP_BACKENDS, sweep_backend
 from benchmark.claims import try_claim
 from benchmark.config import build_run_config, deep_merge, expand_dotted, load_yaml
 from benchmark.errors import ConfigError, closest
-from benchmark.results import GIT_STATE_ENV, ResultStore, git_state, now_iso
+from benchmark.results import GIT_STATE_ENV, ResultStore, git_state, now_iso, stale_reasons
 from benchmark.threads import threads_per_job
 
 SUITES_DIR = Path(__file__).with_name("suites")
@@ -329,7 +329,7 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
               overrides: dict[str, Any] | None = None,
               only: dict[str, Any] | None = None,
               isolate: bool | None = None, backend: str = "joblib",
-              address: str | None = None) -> tuple[list[dict[str, Any]], int]:
+              address: str | None = None, keep_stale: bool = False) -> tuple[list[dict[str, Any]], int]:
     """Run the cells not yet in the store; returns (all records of this suite+scale, cells run now).
 
     ``backend`` names a sweep backend (``benchmark.backends.SWEEP_BACKENDS``): ``joblib``
@@ -338,7 +338,11 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
 
     ``only`` restricts the run to cells whose grid values (or ``seed``) equal the given ones,
     e.g. ``{"partition.num_clients": 3}``: a first pass on a small machine; the other cells
-    stay missing (the table says so) until a later sweep runs them."""
+    stay missing (the table says so) until a later sweep runs them.
+
+    A stored cell whose latest record is stale (:func:`benchmark.results.stale_reasons`: made
+    under another protocol or config) runs again, and its new record supersedes the old one
+    in every report; ``keep_stale`` counts such records as done instead."""
     scale = scale or suite.default_scale
     if isolate is None:
         isolate = bool(suite.spec.get("isolate", False))
@@ -350,7 +354,7 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
             c.config = deep_merge(c.config, expand_dotted(overrides))
     store = ResultStore(suite.results_path(results_dir, scale))
     existing = store.read()
-    done = {r["cell_id"] for r in existing if r.get("status") == "ok" or not retry_failed}
+    done = done_cells(cells, existing, retry_failed, keep_stale)
     na = [c for c in cells if not applicable(c)]
     if na:
         pairs = sorted({f"{c.algorithm}/{c.task}" for c in na})
@@ -452,6 +456,28 @@ def _run_cells(todo: list[Cell], store_path: str, threads: int, jobs: int, isola
         for rec in gen:
             done(rec)
     return held
+
+
+def done_cells(cells: list[Cell], records: list[dict[str, Any]], retry_failed: bool = False,
+               keep_stale: bool = False) -> set[str]:
+    """Ids of the cells a sweep skips: the latest record is ok (or failed, unless
+    ``retry_failed``) and measures the cell's config as it is now (unless ``keep_stale``)."""
+    latest = {r["cell_id"]: r for r in latest_records(records, {c.cell_id for c in cells})}
+    done: set[str] = set()
+    stale: dict[str, int] = {}
+    for c in cells:
+        rec = latest.get(c.cell_id)
+        if rec is None or (retry_failed and rec.get("status") != "ok"):
+            continue
+        reasons = [] if keep_stale else stale_reasons(rec, build_run_config(c.config))
+        if reasons:
+            stale[reasons[0]] = stale.get(reasons[0], 0) + 1
+            continue
+        done.add(c.cell_id)
+    if stale:
+        log.warning("%d stored cells are stale and run again (%s); --keep-stale keeps them",
+                    sum(stale.values()), "; ".join(f"{n} x {why}" for why, n in sorted(stale.items())))
+    return done
 
 
 def select_cells(cells: list[Cell], only: dict[str, Any]) -> list[Cell]:
