@@ -11,7 +11,8 @@ from typing import Any
 from benchmark.errors import BenchmarkError
 
 DEMO_SUITE = "demo"
-EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard.verb", "benchmark.submit", "benchmark.regress")
+EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard.verb", "benchmark.report.fidelity_summary",
+                                        "benchmark.submit", "benchmark.regress")
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
@@ -30,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_set(r)
     r.add_argument("--out", help="append the record to this JSON-lines file")
     r.add_argument("--no-resume", dest="resume", action="store_false", help="ignore an existing checkpoint")
+    r.add_argument("--backend", default="inprocess",
+                   help="inprocess (default) or flower: Flower's simulation engine, a ServerApp and one ClientApp "
+                        "per client (needs the scale extra)")
 
     s = sub.add_parser("sweep", help="run every missing cell of a suite")
     s.add_argument("suite")
@@ -37,8 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, default=1, help="cells in parallel (joblib processes)")
     s.add_argument("--results", default="results", help="results directory")
     s.add_argument("--retry-failed", action="store_true", help="run failed cells again")
+    s.add_argument("--keep-stale", action="store_true",
+                   help="count stored records made under another protocol or config as done (default: run them again)")
     s.add_argument("--isolate", action="store_true", default=None,
                    help="run every cell in a fresh process (per-cell peak memory); suites may set isolate: true")
+    s.add_argument("--backend", default="joblib",
+                   help="joblib (local processes, default) or ray: Ray tasks on a local instance or --address")
+    s.add_argument("--address", default=None,
+                   help="with --backend ray: the address of a running Ray cluster (e.g. 10.0.0.5:6379 or auto)")
     s.add_argument("--only", action="append", default=[], metavar="KEY=VALUE",
                    help="run only the cells with this grid value or seed (repeatable), e.g. --only partition.num_clients=3")
     _add_set(s)
@@ -93,12 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    from benchmark.backends import run_backend
     from benchmark.config import load_config
-    from benchmark.engine import Engine
     from benchmark.results import ResultStore
 
     cfg = load_config(a.config, a.overrides)
-    record = Engine(cfg, progress=True).run(resume=a.resume)
+    record = run_backend(a.backend)(cfg, progress=True, resume=a.resume)
     record["params"] = {"config": a.config or "defaults", "overrides": a.overrides}
     if a.out:
         ResultStore(a.out).append(record)
@@ -127,6 +137,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
     suite = load_suite(a.suite)
     overrides = dict(parse_override(o) for o in a.overrides)
+    if a.address and a.backend != "ray":
+        raise BenchmarkError("--address is for --backend ray")
     if is_stats_suite(suite):  # statistics of built federations (Table II): nothing to train
         if overrides:
             raise BenchmarkError(f"suite '{suite.name}' computes dataset statistics; --set does not apply")
@@ -134,7 +146,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     else:
         only = dict(parse_override(o) for o in a.only)
         records, ran = run_suite(suite, a.scale, a.jobs, a.results, a.retry_failed, overrides=overrides, only=only,
-                                 isolate=a.isolate)
+                                 isolate=a.isolate, backend=a.backend, address=a.address,
+                                 keep_stale=a.keep_stale)
     failed = [r for r in records if r.get("status") != "ok"]
     print(f"{suite.name}: {ran} cells run now, {len(records)} recorded, {len(failed)} failed")
     for r in failed[:10]:
@@ -143,13 +156,12 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def _suite_records(suite_name: str, scale: str | None, results_dir: str) -> tuple[Any, list[dict], str]:
-    from benchmark.sweep import latest_records, load_suite
-    from benchmark.results import ResultStore
+    from benchmark.report.suite_tables import suite_records
+    from benchmark.sweep import load_suite
 
     suite = load_suite(suite_name)
     scale = scale or suite.default_scale
-    ids = {c.cell_id for c in suite.cells(scale)}
-    records = latest_records(ResultStore(suite.results_path(results_dir, scale)).read(), ids)
+    records = suite_records(suite, scale, results_dir)
     if not records:
         raise BenchmarkError(f"no records for suite '{suite.name}' at scale '{scale}' in {results_dir}/; "
                              f"run: python run_benchmark.py sweep {suite.name} --scale {scale}")
@@ -158,19 +170,13 @@ def _suite_records(suite_name: str, scale: str | None, results_dir: str) -> tupl
 
 def write_suite_tables(suite: Any, records: list[dict], scale: str, out: str) -> list[tuple[str, str]]:
     """Write every table of a suite; returns (stem, markdown) pairs."""
-    from benchmark.report.tables import make_table, write_table
+    from benchmark.report.suite_tables import make_suite_tables
+    from benchmark.report.tables import write_table
 
-    specs = suite.spec.get("tables") or ([suite.spec["table"]] if "table" in suite.spec else [])
     written = []
-    for i, spec in enumerate(specs):
-        spec = dict(spec)
-        if suite.spec.get("control") and "control" not in spec:
-            spec["control"] = suite.spec["control"]
-        stem = spec.pop("stem", None) or (f"{suite.name}_{scale}" if len(specs) == 1 else f"{suite.name}_{scale}_{i}")
-        title = spec.pop("title", suite.spec.get("description", suite.name))
-        output = make_table(records, spec, title=f"{title} [scale: {scale}]")
-        write_table(output, Path(out), stem)
-        written.append((stem, output.markdown))
+    for table in make_suite_tables(suite, records, scale):
+        write_table(table.output, Path(out), table.stem)
+        written.append((table.stem, table.output.markdown))
     return written
 
 

@@ -24,9 +24,17 @@ from torch import Tensor
 from benchmark.federation import ClientData
 
 Payload = dict[str, Tensor]
+#: the phases of an algorithm's own traffic; "eval" holds what a remote engine (Flower) must
+#: send to score the clients, which an in-process run reads for free: kept apart so bytes
+#: per round mean the same on every backend
+ALGORITHM_PHASES = ("setup", "train")
 
 #: prefix (a regex comment, so the pattern still matches as written) of declared disclosures
 DISCLOSED = "(?#disclosed)"
+
+
+#: suffix of a finding under a declared disclosure: recorded, not a violation
+DISCLOSURE_MARK = " (declared disclosure)"
 
 
 def disclosed(pattern: str) -> str:
@@ -42,7 +50,7 @@ def payload_bytes(payload: Payload) -> int:
 @dataclass
 class LedgerEntry:
     round: int
-    phase: str          # "setup" (one-time exchange) or "train"
+    phase: str          # "setup" (one-time exchange), "train", or "eval" (a remote engine's scoring)
     direction: str      # "up" (client -> server) or "down" (server -> client)
     cid: int
     name: str
@@ -85,6 +93,26 @@ class RawDataFingerprint:
         return None
 
 
+def audit_findings(rnd: int, cid: int, payload: Payload, raw: RawDataFingerprint,
+                   declared: tuple[str, ...] | None) -> list[str]:
+    """What is wrong with one upload: undeclared names, raw rows, labels or edges.
+
+    A pure function of the upload and the client's own data, so it runs where the data is
+    (the engine in process, the client itself under Flower) and reads the same either way.
+    """
+    found: list[str] = []
+    for name, t in payload.items():
+        match = None if declared is None else next((p for p in declared if re.fullmatch(p, name)), None)
+        if declared is not None and match is None:
+            found.append(f"round {rnd}, client {cid}: undeclared payload '{name}'")
+        reason = raw.leaks(name, t)
+        if reason and match is not None and match.startswith(DISCLOSED):
+            found.append(f"round {rnd}, client {cid}: {reason}{DISCLOSURE_MARK}")
+        elif reason:
+            found.append(f"round {rnd}, client {cid}: {reason}")
+    return found
+
+
 @dataclass
 class Ledger:
     """Append-only log of payloads, with per-round byte totals and an upload audit."""
@@ -104,16 +132,13 @@ class Ledger:
     def audit_upload(self, rnd: int, cid: int, payload: Payload, raw: RawDataFingerprint,
                      declared: tuple[str, ...] | None) -> list[str]:
         """Check one upload; violations are kept and returned."""
-        found: list[str] = []
-        for name, t in payload.items():
-            match = None if declared is None else next((p for p in declared if re.fullmatch(p, name)), None)
-            if declared is not None and match is None:
-                found.append(f"round {rnd}, client {cid}: undeclared payload '{name}'")
-            reason = raw.leaks(name, t)
-            if reason and match is not None and match.startswith(DISCLOSED):
-                self.disclosed_uploads().append(f"round {rnd}, client {cid}: {reason} (declared disclosure)")
-            elif reason:
-                found.append(f"round {rnd}, client {cid}: {reason}")
+        return self.add_findings(audit_findings(rnd, cid, payload, raw, declared))
+
+    def add_findings(self, findings: list[str]) -> list[str]:
+        """File an upload's audit findings: declared disclosures apart, the rest as violations
+        (returned)."""
+        found = [f for f in findings if not f.endswith(DISCLOSURE_MARK)]
+        self.disclosed_uploads().extend(f for f in findings if f.endswith(DISCLOSURE_MARK))
         self.violations.extend(found)
         return found
 
@@ -137,8 +162,9 @@ class Ledger:
 
     def summary(self) -> dict[str, object]:
         return {
-            "bytes_up": self.total_bytes("up"),
-            "bytes_down": self.total_bytes("down"),
+            "bytes_up": sum(self.total_bytes("up", p) for p in ALGORITHM_PHASES),
+            "bytes_down": sum(self.total_bytes("down", p) for p in ALGORITHM_PHASES),
+            "eval_bytes_down": self.total_bytes("down", "eval"),
             "setup_bytes_up": self.total_bytes("up", "setup"),
             "upload_names": sorted(self.names("up")),
             "violations": list(self.violations),

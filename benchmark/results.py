@@ -80,6 +80,18 @@ def _task_protocol_version(name: str) -> int:
     return int(getattr(R.TASKS.get(name), "protocol_version", 1)) if name in R.TASKS else 1
 
 
+# How a run executes, not what it computes: where data and outputs live, the device, resume
+# settings. Left out of the protocol hash and of staleness, so records stay comparable across
+# machines; a matmul precision other than full fp32 changes the numbers, so only "highest" is.
+EXECUTION_KEYS = ("output", "dataset.root", "train.device", "train.checkpoint_every", "train.deterministic")
+
+
+def execution_only(key: str, value: Any) -> bool:
+    """Whether the dotted config ``key`` (with ``value``) says how a run executes, not what it computes."""
+    return (any(key == k or key.startswith(k + ".") for k in EXECUTION_KEYS)
+            or (key == "train.matmul_precision" and value == "highest"))
+
+
 def protocol_hash(cfg: RunConfig) -> str:
     """Hash of what defines how a number is produced, apart from method, seed and artifact."""
     d = cfg.to_dict()
@@ -87,14 +99,40 @@ def protocol_hash(cfg: RunConfig) -> str:
     version = _task_protocol_version(cfg.task.name)
     if version != 1:  # version 1 adds nothing, so the hashes of records made before versions existed hold
         keep["task_protocol_version"] = version
-    # how a run executes, not what it computes: left out, so records stay comparable across
-    # devices and resume settings; a matmul precision other than full fp32 changes the numbers
-    keep["train"] = {k: v for k, v in keep["train"].items()
-                     if k not in ("device", "checkpoint_every", "deterministic")
-                     and not (k == "matmul_precision" and v == "highest")}
+    keep["train"] = {k: v for k, v in keep["train"].items() if not execution_only(f"train.{k}", v)}
     import hashlib
 
     return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def stale_reasons(record: dict[str, Any], cfg: RunConfig) -> list[str]:
+    """Why ``record`` does not measure ``cfg`` today ([] when it does).
+
+    A record is stale when its protocol hash differs (a task's ``protocol_version`` rose, or a
+    dataset/split/task/train/model value changed), or when a config value both sides hold
+    differs (a suite's base moved a missingness, partition or algorithm setting: these leave
+    the cell id alone). Keys only one side has are ignored, so adding a config option with a
+    default does not make every stored record stale; execution-only keys never count.
+    """
+    reasons = []
+    stored = (record.get("provenance") or {}).get("protocol")
+    if stored is not None and stored != protocol_hash(cfg):
+        reasons.append("protocol")
+    old, new = _flatten(record.get("config") or {}), _flatten(cfg.to_dict())
+    for key in sorted(old.keys() & new.keys()):
+        if old[key] != new[key] and not execution_only(key, new[key]) and not execution_only(key, old[key]):
+            reasons.append(f"{key}: {old[key]!r} -> {new[key]!r}")
+    return reasons
 
 
 def provenance(cfg: RunConfig, artifact_hash: str, artifact_recipe: str, device: torch.device) -> dict[str, Any]:

@@ -186,3 +186,25 @@ def test_every_fl_record_reports_the_client_view_and_carries_the_server_view(tmp
     assert m["test/mrr"] == m["test_client/mrr"] and m["val/mrr"] == m["val_client/mrr"]
     assert m["test_server/mrr"] != m["test_client/mrr"]  # two different models were scored
     assert len(rec["curves"]["val_client/mrr"]) == len(rec["curves"]["round"])
+
+
+def test_kg_records_of_the_server_view_protocol_carry_another_hash():
+    """KG protocol version 1 scored some FL methods on the server view; a version-2 config
+    hashes differently, so a table never averages the two."""
+    import dataclasses
+
+    from benchmark.config import build_run_config
+    from benchmark.results import protocol_hash
+    from benchmark.tasks.kg_completion import KGCompletion
+
+    cfg = build_run_config({"task": {"name": "kg_completion"}, "dataset": {"name": "synthetic_kg"},
+                            "partition": {"name": "relation_id"}, "missing": {"name": "kg_items"},
+                            "algorithm": {"name": "mmfede"}})
+    assert KGCompletion.protocol_version == 2
+    now = protocol_hash(cfg)
+    try:
+        KGCompletion.protocol_version = 1
+        assert protocol_hash(cfg) != now
+    finally:
+        KGCompletion.protocol_version = 2
+    assert dataclasses.is_dataclass(cfg)

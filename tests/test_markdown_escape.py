@@ -53,8 +53,11 @@ def test_leaderboard_escapes_hostile_algorithm_names(tmp_path: Path):
     md = (tmp_path / "tables" / "leaderboard_demo.md").read_text()
     assert out.markdown and "<script>" not in md and "&lt;script&gt;" in md
     table_rows = [ln for ln in md.splitlines() if ln.startswith("|")]
-    widths = {len(_cells(r)) for r in table_rows}
-    assert len(widths) == 1, f"rows with different column counts: {widths}"
+    tables = [block.splitlines() for block in re.split(r"\n(?!\|)[^\n]*\n", md) if block.startswith("|")]
+    assert len(tables) >= 2 and sum(map(len, tables)) == len(table_rows)  # scores, then cost and provenance
+    for rows in tables:
+        widths = {len(_cells(r)) for r in rows}
+        assert len(widths) == 1, f"rows of one table with different column counts: {widths}"
     assert any("fed\\|avg" in r for r in table_rows)
     failed = [ln for ln in md.splitlines() if ln.startswith("- failed seeds of")]
     assert failed and all("<" not in ln and "\n" not in ln for ln in failed)

@@ -190,3 +190,47 @@ def test_control_must_name_what_the_grid_runs(tmp_path, control, match):
     grids = [SUITE["grid"], {"algorithm.name": ["fedavg"], "missing.content": ["shuffle"]}]
     with pytest.raises(ConfigError, match=match):
         load_suite(str(_write_suite(tmp_path, grid=grids, control=control)))
+
+
+def test_stale_cells_run_again_and_current_ones_do_not(tmp_path):
+    """A base change keeps the cell ids; the sweep sees the stored records measure the old
+    config, runs those cells again, and the new records win in the store."""
+    from benchmark.sweep import done_cells
+
+    small = {"name": "stale_test", "grid": {"algorithm.name": ["fedavg"], "missing.rate": [0.0, 0.3]},
+             "seeds": [0], "base": {**SUITE["base"], "train.rounds": 2}}
+    results = tmp_path / "res"
+    first, ran = run_suite(load_suite(str(_write_suite(tmp_path, **small))), "tiny", results_dir=results,
+                           progress=False)
+    assert ran == 2
+    suite = load_suite(str(_write_suite(tmp_path, **small)))
+    stored = ResultStore(results / "stale_test" / "tiny.jsonl").read()
+    assert done_cells(suite.cells("tiny"), stored) == {r["cell_id"] for r in first}
+    # a device or cache location is how a run executes, not what it measures
+    moved = load_suite(str(_write_suite(tmp_path, **{**small, "base": {**small["base"], "train.device": "cpu",
+                                                                        "output.cache_dir": str(tmp_path / "c")}})))
+    assert len(done_cells(moved.cells("tiny"), stored)) == 2
+    changed = load_suite(str(_write_suite(tmp_path, **{**small, "base": {**small["base"], "missing.name": "client_level"}})))
+    assert [c.cell_id for c in changed.cells("tiny")] == [c.cell_id for c in suite.cells("tiny")]
+    assert done_cells(changed.cells("tiny"), stored) == set()
+    assert len(done_cells(changed.cells("tiny"), stored, keep_stale=True)) == 2
+    kept, ran = run_suite(changed, "tiny", results_dir=results, progress=False, keep_stale=True)
+    assert ran == 0
+    again, ran = run_suite(changed, "tiny", results_dir=results, progress=False)
+    assert ran == 2 and all(r["config"]["missing"]["name"] == "client_level" for r in again)
+    assert len(ResultStore(results / "stale_test" / "tiny.jsonl").read()) == 4
+    _, ran = run_suite(changed, "tiny", results_dir=results, progress=False)
+    assert ran == 0
+
+
+def test_a_higher_task_protocol_version_makes_records_stale(monkeypatch):
+    from benchmark import registry as R
+    from benchmark.results import protocol_hash, stale_reasons
+
+    cfg = build_run_config({"task": {"name": "node_cls"}})
+    record = {"provenance": {"protocol": protocol_hash(cfg)},
+              "config": cfg.to_dict()}
+    assert stale_reasons(record, cfg) == []
+    R.load_plugins()
+    monkeypatch.setattr(R.TASKS.get("node_cls"), "protocol_version", 7, raising=False)
+    assert stale_reasons(record, cfg) == ["protocol"]

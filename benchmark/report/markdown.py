@@ -1,4 +1,5 @@
-"""Escaping for text placed in generated markdown (tables, headings, list items).
+"""Markdown the project generates: escaping for text placed in it (tables, headings, list items)
+and the widest table it commits.
 
 Names and labels come from result records and suite files, i.e. from users: an algorithm
 called ``a|b`` must not add a table column, ``<script>`` must not become HTML when the page
@@ -6,6 +7,10 @@ is rendered, and a backtick must not open a code span that swallows the rest of 
 """
 
 from __future__ import annotations
+
+# The widest markdown table the project commits: a wider one does not fit a reader's screen, so
+# leaderboard pages split their sections and a paper table can split per dataset (``split_wide``).
+MAX_MARKDOWN_COLUMNS = 14
 
 # Backslash first, so the escapes added below are not themselves escaped.
 _REPLACEMENTS = (

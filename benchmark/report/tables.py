@@ -7,7 +7,11 @@ number it follows ours in the same cell, in parentheses (``32.1 ± 0.5 (38.7)``)
 compares without hunting for a second column; where the spec names a ``control`` (records the
 sweep ran under a control condition, e.g. ``missing.content: shuffle``) the control's mean
 follows in brackets (``32.1 ± 0.5 [7.7]``), so the table shows how much of a score survives
-the control. Which records form a cell follows
+the control. Where the spec gives the paper's numbers, the caption also says how far our ranking of the
+rows agrees with the paper's (a Kendall tau per column and its bootstrap interval over seeds,
+:mod:`benchmark.report.fidelity`). A spec with ``split_wide: true`` prints a markdown table wider
+than :data:`~benchmark.report.markdown.MAX_MARKDOWN_COLUMNS` as one table per value of its first
+column key (per dataset, as papers split theirs), one caption for all. Which records form a cell follows
 :mod:`benchmark.report.records` (latest recipe/protocol, failed seeds never averaged), and every
 exclusion or failure is footnoted so a reader never sees an average that hides something.
 
@@ -32,6 +36,9 @@ import pandas as pd
 from tabulate import tabulate
 
 from benchmark.errors import ConfigError, DataError, closest
+from benchmark.report.fidelity import (MIN_METHODS, Fidelity, FidelityCell, kendall_fidelity, number_text, plural,
+                                       tau_text)
+from benchmark.report.markdown import MAX_MARKDOWN_COLUMNS
 from benchmark.report.markdown import md_escape_prose as _md_escape
 from benchmark.report.records import (
     AVAILABILITY_PREFIX,
@@ -44,6 +51,7 @@ from benchmark.report.records import (
     metric_column,
     records_frame,
     select_records,
+    under_condition,
     value_key,
 )
 
@@ -51,7 +59,8 @@ VALID_KEYS = (
     "rows", "row_order", "row_labels", "columns", "column_order", "column_labels",
     "metrics", "metric_labels", "key_labels", "lower_is_better", "raw_metrics", "decimals",
     "caption", "paper", "na", "filters", "column_metrics", "metric_decimals", "emphasis", "control",
-    "title", "stem",  # read by the suite writer (cli.write_suite_tables); make_table takes title too
+    "split_wide",
+    "title", "stem",  # read by the suite writer (report.suite_tables); make_table takes title too
 )
 # Record fields usable as table metrics: name -> (record field, factor). Costs: printed
 # unscaled and ranked lower-is-better without listing them in raw_metrics / lower_is_better.
@@ -79,6 +88,7 @@ class TableOutput:
     latex: str
     frame: pd.DataFrame
     footnotes: list[str] = field(default_factory=list)
+    fidelity: Fidelity | None = None  # only for a ranking table (emphasis on) with paper numbers
 
 
 @dataclass
@@ -105,6 +115,7 @@ class _Spec:
     paper_na: set[tuple[RowKey, RowKey, str]] = field(default_factory=set)
     emphasis: bool = True  # bold best / underline second; off for tables of statistics
     control: "_Control | None" = None
+    split_wide: bool = False  # markdown: one table per first-column-key value when too wide
 
     def group_metrics(self, group: RowKey) -> list[str]:
         """The metrics a column group shows: those of the first group value that column_metrics
@@ -125,16 +136,6 @@ class _Control:
 
     where: dict[str, Any]
     label: str
-
-    def matches(self, frame: pd.DataFrame) -> pd.Series:
-        """Rows of ``frame`` under the control (a key no record has matches nothing)."""
-        mask = pd.Series(True, index=frame.index)
-        for key, allowed in self.where.items():
-            if key not in frame.columns:
-                return pd.Series(False, index=frame.index)
-            values = allowed if isinstance(allowed, (list, tuple, set)) else [allowed]
-            mask &= frame[key].map(value_key).isin({value_key(v) for v in values})
-        return mask
 
 
 # ---------------------------------------------------------------------------------------------
@@ -336,6 +337,7 @@ def _parse_spec(spec: Any) -> _Spec:
         paper_na=paper_na,
         emphasis=_emphasis(spec),
         control=_parse_control(spec, rows + columns),
+        split_wide=_split_wide(spec, columns),
     )
 
 
@@ -343,6 +345,15 @@ def _emphasis(spec: Mapping[str, Any]) -> bool:
     value = spec.get("emphasis", True)
     if not isinstance(value, bool):
         raise ConfigError(f"table.emphasis must be true or false, got {value!r}")
+    return value
+
+
+def _split_wide(spec: Mapping[str, Any], columns: list[str]) -> bool:
+    value = spec.get("split_wide", False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"table.split_wide must be true or false, got {value!r}")
+    if value and not columns:
+        raise ConfigError("table.split_wide splits by the first column key, and the table has no table.columns")
     return value
 
 
@@ -401,16 +412,18 @@ class _Format:
     ddagger: str
     missing: str
     range_dash: str
+    tau: str
+    label_sep: str  # between a column group's label and a metric's
 
 
 _MD = _Format(
     esc=_md_escape, pm=" ± ", bold=lambda s: f"**{s}**", underline=lambda s: f"<u>{s}</u>",
-    dagger="†", ddagger="‡", missing="—", range_dash="–",
+    dagger="†", ddagger="‡", missing="—", range_dash="–", tau="τ", label_sep=" · ",
 )
 _TEX = _Format(
     esc=latex_escape, pm=r" $\pm$ ", bold=lambda s: rf"\textbf{{{s}}}",
     underline=lambda s: rf"\underline{{{s}}}", dagger=r"$^{\dagger}$", ddagger=r"$^{\ddagger}$",
-    missing="---", range_dash="--",
+    missing="---", range_dash="--", tau=r"$\tau$", label_sep=" / ",
 )
 
 
@@ -481,6 +494,7 @@ class _Layout:
     excluded: dict[tuple[RowKey, RowKey], tuple[int, str]]
     failures: dict[tuple[RowKey, RowKey], tuple[int, int, str]]
     availability: dict[RowKey, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    fidelity: Fidelity | None = None
 
     def row_label(self, nk: Hashable) -> str:
         return self.spec.row_labels.get(nk, _fmt_value(self.raw.get(nk, nk)))
@@ -563,7 +577,9 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
             frame[col] = math.nan
     control_means: dict[tuple[RowKey, RowKey, str], float] = {}
     if spec.control is not None:
-        under = spec.control.matches(frame)
+        # the frame's index is each record's position, so the suite's one rule decides
+        under = pd.Series([under_condition(records[i], spec.control.where) for i in frame.index],
+                          index=frame.index, dtype=bool)
         control_means = _control_means(frame[under], spec, metric_cols)
         frame = frame[~under]
         if frame.empty:
@@ -652,6 +668,8 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
 
     layout = _Layout(spec, rows, groups, cells, subcols, raw, excluded, failures,
                      {g: availability[g] for g in groups if g in availability})
+    if spec.paper and spec.emphasis:  # a table of statistics (emphasis off) ranks nothing
+        layout.fidelity = kendall_fidelity(_fidelity_cells(selected, spec, metric_cols, cells, subcols))
     out_rows = []
     for row in rows:
         for group in groups:
@@ -697,12 +715,36 @@ def _control_means(frame: pd.DataFrame, spec: _Spec, metric_cols: list[str]) -> 
     return out
 
 
+def _fidelity_cells(selected: pd.DataFrame, spec: _Spec, metric_cols: list[str],
+                    cells: Mapping[tuple[RowKey, RowKey, str], _Cell],
+                    subcols: list[tuple[RowKey, str]]) -> list[FidelityCell]:
+    """The shown cells that hold our value and the paper's number, with our value per run (the
+    ok records :func:`aggregate` averaged, keyed by record, in display units): what the
+    fidelity score ranks. N/A, failed and missing cells have no value and stay out."""
+    runs: dict[tuple[RowKey, RowKey, str], dict[Hashable, float]] = {}
+    ok = selected[selected["status"] == "ok"]
+    for idx, rec in ok.iterrows():
+        row = tuple(value_key(rec[k]) for k in spec.rows)
+        group = tuple(value_key(rec[k]) for k in spec.columns)
+        for metric, col in zip(spec.metrics, metric_cols):
+            value = rec[col]
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            scale = 1.0 if metric in spec.raw_metrics else 100.0
+            runs.setdefault((row, group, metric), {})[idx] = float(value) * scale
+    shown = set(subcols)
+    return [FidelityCell(row, group, metric, cell.paper, runs.get((row, group, metric), {}))
+            for (row, group, metric), cell in cells.items()
+            if (group, metric) in shown and cell.kind == "value" and isinstance(cell.paper, float)]
+
+
 # ---------------------------------------------------------------------------------------------
 # rendering
 
 
-def _body(layout: _Layout, fmt: _Format) -> list[list[str]]:
+def _body(layout: _Layout, fmt: _Format, subcols: list[tuple[RowKey, str]] | None = None) -> list[list[str]]:
     spec = layout.spec
+    subcols = layout.subcols if subcols is None else subcols
     body: list[list[str]] = []
     previous: RowKey | None = None
     for row in layout.rows:
@@ -712,7 +754,7 @@ def _body(layout: _Layout, fmt: _Format) -> list[list[str]]:
             blank = level < len(row) - 1 and same_prefix
             labels.append("" if blank else fmt.esc(layout.row_label(nk)))
         cells = [layout.cells[(row, group, metric)].render(fmt, spec.places(metric))
-                 for group, metric in layout.subcols]
+                 for group, metric in subcols]
         body.append(labels + cells)
         previous = row
     return body
@@ -759,7 +801,33 @@ def _caption(layout: _Layout, title: str, fmt: _Format) -> str:
                              "mean over its seeds from the same sweep."))
     if any(c.paper is not None for c in shown):
         parts.append("In parentheses: the number the original paper reports.")
+    fidelity = _fidelity_text(layout, fmt)
+    if fidelity:
+        parts.append(fidelity)
     return " ".join(parts)
+
+
+def _column_label(layout: _Layout, group: RowKey, metric: str, fmt: _Format) -> str:
+    text = metric_label(metric, layout.spec.metric_labels)
+    return f"{layout.group_label(group)}{fmt.label_sep}{text}" if group else text
+
+
+def _fidelity_text(layout: _Layout, fmt: _Format) -> str:
+    """The caption's fidelity sentence (empty for a table without it); see benchmark.report.fidelity."""
+    fid = layout.fidelity
+    if fid is None:
+        return ""
+    t = fmt.tau
+    if not fid.measured:
+        return fmt.esc(f"Fidelity: no column has the paper's number and ours for {MIN_METHODS} or more rows, "
+                       f"so no Kendall {t} is given.")
+    per = ", ".join(f"{_column_label(layout, c.group, c.metric, fmt)} {number_text(c.tau)}" for c in fid.columns)
+    left = f"; {plural(len(fid.skipped), 'column')} with fewer comparable rows left out" if fid.skipped else ""
+    return fmt.esc(f"Fidelity: Kendall {t} between our ranking of the rows and the paper's = {tau_text(fid)} "
+                   f"(mean of the per-column {t}-b over {plural(len(fid.columns), 'column')} and "
+                   f"{plural(fid.n_methods, 'row')}; "
+                   f"{round(100 * fid.confidence)}% bootstrap interval over seeds, {fid.draws} draws{left}); "
+                   f"per column: {per}.")
 
 
 def _footnotes(layout: _Layout, fmt: _Format) -> list[str]:
@@ -787,17 +855,39 @@ def _footnotes(layout: _Layout, fmt: _Format) -> list[str]:
     return notes
 
 
-def _markdown(layout: _Layout, title: str) -> tuple[str, list[str]]:
+def _markdown_table(layout: _Layout, subcols: list[tuple[RowKey, str]]) -> str:
     spec = layout.spec
     headers = [_md_escape(key_label(k, spec.key_labels)) for k in spec.rows]
-    for group, metric in layout.subcols:
+    for group, metric in subcols:
         sub = _sub_header(layout, metric, _MD)
         headers.append(f"{_md_escape(layout.group_label(group))} · {sub}" if group else sub)
-    align = ["left"] * len(spec.rows) + ["right"] * len(layout.subcols)
-    table = tabulate(_body(layout, _MD), headers=headers, tablefmt="github", colalign=align,
-                     disable_numparse=True)
+    align = ["left"] * len(spec.rows) + ["right"] * len(subcols)
+    return tabulate(_body(layout, _MD, subcols), headers=headers, tablefmt="github", colalign=align,
+                    disable_numparse=True)
+
+
+def _split_parts(layout: _Layout) -> list[tuple[str, list[tuple[RowKey, str]]]]:
+    """(heading, sub-columns) of each markdown table: one per value of the first column key when
+    ``split_wide`` is set and the whole table is wider than MAX_MARKDOWN_COLUMNS, else one."""
+    spec = layout.spec
+    if not spec.split_wide or len(spec.rows) + len(layout.subcols) <= MAX_MARKDOWN_COLUMNS:
+        return [("", layout.subcols)]
+    parts: dict[Hashable, list[tuple[RowKey, str]]] = {}
+    for group, metric in layout.subcols:
+        parts.setdefault(group[0], []).append((group, metric))
+    key = spec.columns[0]
+    out = []
+    for nk, subcols in parts.items():
+        label = spec.column_labels.get(nk) or f"{key_label(key, spec.key_labels)} = {_fmt_value(layout.raw.get(nk, nk))}"
+        out.append((label, subcols))
+    return out
+
+
+def _markdown(layout: _Layout, title: str) -> tuple[str, list[str]]:
+    tables = [(f"*{_md_escape(heading)}*\n\n" if heading else "") + _markdown_table(layout, subcols)
+              for heading, subcols in _split_parts(layout)]
     notes = _footnotes(layout, _MD)
-    parts = ([f"**{_md_escape(title)}**"] if title else []) + [table, _caption(layout, title, _MD)] + notes
+    parts = ([f"**{_md_escape(title)}**"] if title else []) + tables + [_caption(layout, title, _MD)] + notes
     return "\n\n".join(parts) + "\n", notes
 
 
@@ -917,7 +1007,8 @@ def make_table(records: Sequence[Mapping[str, Any]], spec: Mapping[str, Any], ti
     title = title or str(spec.get("title") or "")
     layout, frame = _build(_with_record_metrics(records, parsed.metrics), parsed)
     markdown, notes = _markdown(layout, title)
-    return TableOutput(markdown=markdown, latex=_latex(layout, title), frame=frame, footnotes=notes)
+    return TableOutput(markdown=markdown, latex=_latex(layout, title), frame=frame, footnotes=notes,
+                       fidelity=layout.fidelity)
 
 
 def write_table(output: TableOutput, out_dir: str | Path, stem: str) -> list[Path]:

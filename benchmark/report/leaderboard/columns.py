@@ -14,7 +14,8 @@ from benchmark.report.leaderboard.sections import Section
 
 @dataclass
 class Column:
-    """A table column: header, how to get a display text and a sort value from a row."""
+    """A table column: header, how to get a display text and a sort value from a row, and which
+    part of a row it shows (``PARTS``; the markdown page prints the parts as separate tables)."""
 
     key: str
     label: str
@@ -22,6 +23,12 @@ class Column:
     text: Callable[[Row], str]
     sort: Callable[[Row], Any]
     hint: str = ""
+    part: str = "setting"
+
+
+# What a row's columns say: the setting that identifies it, its scores, and its clients, cost
+# and provenance. The HTML page shows them in one scrolling table, markdown in two.
+PARTS = ("setting", "score", "cost")
 
 
 def fmt_num(value: float | None, percent: bool, decimals: int = 2) -> str:
@@ -93,24 +100,24 @@ def columns(section: Section) -> list[Column]:
                            lambda r, m=m, q=m_pct: fmt_stat(r.stats.get(f"test/{m}"), q),
                            lambda r, m=m: _mean(r, f"test/{m}"),
                            f"test {m} at the best validation round, mean ± std over seeds"
-                           + (" (%)" if m_pct else "")))
+                           + (" (%)" if m_pct else ""), part="score"))
     cols += [
         Column("auc", "Robust. AUC", True, lambda r: fmt_num(r.auc, pct), lambda r: r.auc,
-               f"area under test {p} vs missing rate, divided by the rate range{unit}"),
+               f"area under test {p} vs missing rate, divided by the rate range{unit}", part="score"),
         Column("worst", "Worst client", True, lambda r: fmt_stat(r.stats.get(f"worst_client/{p}"), pct),
-               lambda r: _mean(r, f"worst_client/{p}"), f"lowest per-client test {p}{unit}"),
+               lambda r: _mean(r, f"worst_client/{p}"), f"lowest per-client test {p}{unit}", part="cost"),
         Column("spread", "Client spread", True, lambda r: fmt_stat(r.stats.get(f"spread/{p}"), pct),
-               lambda r: _mean(r, f"spread/{p}"), f"population std across clients of test {p}{unit}"),
+               lambda r: _mean(r, f"spread/{p}"), f"population std across clients of test {p}{unit}", part="cost"),
         Column("bytes", "Bytes/round", True, lambda r: fmt_bytes(_mean(r, "bytes_per_round")),
-               lambda r: _mean(r, "bytes_per_round"), "bytes up + down per training round (ledger)"),
+               lambda r: _mean(r, "bytes_per_round"), "bytes up + down per training round (ledger)", part="cost"),
         Column("seconds", "s/round", True, lambda r: fmt_num(_mean(r, "seconds_per_round"), False, 3),
-               lambda r: _mean(r, "seconds_per_round"), "median seconds per round"),
+               lambda r: _mean(r, "seconds_per_round"), "median seconds per round", part="cost"),
         Column("seeds", "Seeds ok", True, lambda r: f"{len(r.ok)}/{len(r.records)}", lambda r: len(r.ok),
-               "successful seeds / seeds run"),
+               "successful seeds / seeds run", part="cost"),
         Column("code", "Code", False, lambda r: ", ".join(r.code_versions), lambda r: r.latest,
-               "git commit(s) of the row; click for provenance (sorts by run time)"),
-        Column("track", "Track", False, section.track_of, section.track_of, "benchmark track"),
-        Column("task", "Task", False, lambda r: r.task, lambda r: r.task, "task.name"),
+               "git commit(s) of the row; click for provenance (sorts by run time)", part="cost"),
+        Column("track", "Track", False, section.track_of, section.track_of, "benchmark track", part="cost"),
+        Column("task", "Task", False, lambda r: r.task, lambda r: r.task, "task.name", part="cost"),
     ]
     return cols
 

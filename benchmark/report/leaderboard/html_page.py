@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from benchmark.report.fidelity_summary import describe
 from benchmark.report.leaderboard.columns import columns, failure_text, fmt_param
 from benchmark.report.leaderboard.rows import Row, finite
 from benchmark.report.leaderboard.sections import Section
@@ -133,6 +134,10 @@ def _section_html(section: Section, index: int) -> str:
                        f"<figcaption>{_esc(title)}</figcaption></figure>")
     notes = "".join(f'<p class="note">{_esc(n)}</p>' for n in section.notes)
     desc = f'<p class="desc">{_esc(section.description)}</p>' if section.description else ""
+    if section.fidelity:
+        items = "".join(f"<li>{_esc(describe(f))}</li>" for f in section.fidelity)
+        desc += (f'<div class="fidelity"><p>Fidelity to the paper\'s ranking (Kendall τ between our ranking of '
+                 f"the methods and the paper's):</p><ul>{items}</ul></div>")
     return (f'<section class="suite" id="s{index}" data-suite="{_esc(section.suite)}" '
             f'data-scale="{_esc(section.scale)}"><h2>{_esc(section.suite)} <small>scale: {_esc(section.scale)}'
             f"</small></h2>{desc}"

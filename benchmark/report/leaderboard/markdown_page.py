@@ -1,5 +1,11 @@
-"""The leaderboard's markdown page of one suite: a table of current and one of superseded runs
-per scale, failed seeds, figures and notes; every text from the records is escaped."""
+"""The leaderboard's markdown page of one suite: per scale, the fidelity of the suite's tables to
+the paper's ranking, then current and superseded runs, each as a table of scores and a table of
+clients, cost and provenance (a row numbered alike in both), failed seeds, figures and notes;
+every text from the records is escaped.
+
+One table of all the columns would be 17-23 columns wide, more than a reader's screen holds;
+no table here is wider than ``MAX_MARKDOWN_COLUMNS``. The HTML page keeps one table per section
+(it scrolls and sorts)."""
 
 from __future__ import annotations
 
@@ -7,9 +13,36 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
-from benchmark.report.leaderboard.columns import columns, failure_text
+from benchmark.report.fidelity_summary import describe
+from benchmark.report.leaderboard.columns import Column, columns, failure_text
+from benchmark.report.leaderboard.rows import Row
 from benchmark.report.leaderboard.sections import Section
-from benchmark.report.markdown import md_escape
+from benchmark.report.markdown import MAX_MARKDOWN_COLUMNS, md_escape
+
+# The columns that start every table of a row set, so a row is found in each by its number.
+KEY_HEADERS = ("#", "Method")
+PART_TITLES = {"setting": "Scores", "cost": "Clients, cost and provenance"}
+
+
+def _part_tables(cols: list[Column], rows: list[Row], method: Column) -> list[tuple[str, str]]:
+    """(title, markdown table) per part: the setting and scores, then clients, cost and provenance
+    (with the artifact recipe and protocol); a part wider than the limit is cut into pieces."""
+    extra_cost = [("Artifact recipe", lambda r: r.recipe[:12] or "-"), ("Protocol", lambda r: r.protocol[:12] or "-")]
+    parts = {
+        "setting": [(c.label, c.text) for c in cols if c.part in ("setting", "score") and c.key != method.key],
+        "cost": [(c.label, c.text) for c in cols if c.part == "cost"] + extra_cost,
+    }
+    width = MAX_MARKDOWN_COLUMNS - len(KEY_HEADERS)
+    out = []
+    for part, fields in parts.items():
+        pieces = [fields[i:i + width] for i in range(0, len(fields), width)]
+        for n, piece in enumerate(pieces, 1):
+            title = PART_TITLES[part] + (f" ({n}/{len(pieces)})" if len(pieces) > 1 else "")
+            head = list(KEY_HEADERS) + [md_escape(label) for label, _ in piece]
+            body = [[str(i), md_escape(method.text(r))] + [md_escape(text(r)) for _, text in piece]
+                    for i, r in enumerate(rows, 1)]
+            out.append((title, tabulate(body, headers=head, tablefmt="github", disable_numparse=True)))
+    return out
 
 
 def render_markdown(sections: Sequence[Section], suite: str) -> str:
@@ -22,18 +55,23 @@ def render_markdown(sections: Sequence[Section], suite: str) -> str:
               "row. Metrics are test scores at the best validation round, mean ± sample std over seeds"
               " (percent unless raw). Robustness AUC: area under the primary metric vs missing rate divided "
               "by the rate range. Superseded rows come from an older recipe or protocol of the same cell and "
-              "are never averaged with the current one.", ""]
+              "are never averaged with the current one. Each set of rows is printed as two tables, scores and "
+              "then clients, cost and provenance; # numbers a row alike in both.", ""]
     for sec in own:
         cols = columns(sec)
+        method = next(c for c in cols if c.key == "method")
         parts += [f"## {md_escape(sec.suite)} [scale: {md_escape(sec.scale)}]", ""]
+        if sec.fidelity:
+            parts += ["Fidelity to the paper's ranking (Kendall τ between our ranking of the methods and the "
+                      "paper's, see `fidelity.md`):", ""]
+            parts += [f"- {md_escape(describe(f))}" for f in sec.fidelity] + [""]
         for label, rows in (("Current runs", [r for r in sec.rows if r.current]),
                             ("Superseded runs", [r for r in sec.rows if not r.current])):
             if not rows:
                 continue
-            body = [[md_escape(c.text(r)) for c in cols] + [md_escape(r.recipe[:12] or "-"),
-                                                             md_escape(r.protocol[:12] or "-")] for r in rows]
-            head = [md_escape(c.label) for c in cols] + ["Artifact recipe", "Protocol"]
-            parts += [f"### {label}", "", tabulate(body, headers=head, tablefmt="github", disable_numparse=True), ""]
+            parts += [f"### {label}", ""]
+            for title, table in _part_tables(cols, rows, method):
+                parts += [f"#### {title}", "", table, ""]
             fails = [(r, failure_text(r)) for r in rows if r.failed]
             for r, text in fails:
                 parts.append(f"- failed seeds of {md_escape(r.method)} ({md_escape(r.cell_key)}): {md_escape(text)}")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.errors import BenchmarkError
+from benchmark.report.fidelity_summary import FidelityRow
 from benchmark.report.leaderboard.rows import ROBUSTNESS_X, Row, attach_auc, group_rows, primary_metric_for
 from benchmark.results import ResultStore
 
@@ -39,6 +40,7 @@ class Section:
     extra_params: list[str]
     figures: list[tuple[str, Path]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    fidelity: list[FidelityRow] = field(default_factory=list)  # the suite's tables against the paper's ranking
 
     def track_of(self, row: Row) -> str:
         return self.track or row.task

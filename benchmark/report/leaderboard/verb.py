@@ -6,6 +6,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmark.errors import BenchmarkError
+from benchmark.report.fidelity_summary import store_fidelity
 from benchmark.report.leaderboard.figures import plot_sections
 from benchmark.report.leaderboard.html_page import render_html
 from benchmark.report.leaderboard.markdown_page import render_markdown
@@ -30,6 +32,7 @@ def build_leaderboard(results_dir: str | Path = "results", out_dir: str | Path =
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sections = collect_sections(results_dir)
+    attach_fidelity(sections, results_dir)
     if plots:
         plot_sections(sections, out)
     md_paths = []
@@ -42,6 +45,16 @@ def build_leaderboard(results_dir: str | Path = "results", out_dir: str | Path =
     html_file.write_text(render_html(sections, str(results_dir)), encoding="utf-8")
     figures = [p for s in sections for _, p in s.figures]
     return LeaderboardOutput(html=html_file, markdown=md_paths, figures=figures, sections=sections)
+
+
+def attach_fidelity(sections: list[Section], results_dir: str | Path) -> None:
+    """Each section's fidelity rows (its suite's tables against the paper's ranking); a table
+    that cannot be built from the store becomes a note instead of stopping the leaderboard."""
+    for sec in sections:
+        try:
+            sec.fidelity = store_fidelity(sec.suite, sec.scale, results_dir)
+        except BenchmarkError as e:
+            sec.notes.append(f"fidelity not computed: {e}")
 
 
 def cmd_leaderboard(a: argparse.Namespace) -> int:

@@ -1,0 +1,66 @@
+"""A suite's tables from its records: which specs it declares, their file stems and titles, the
+records of one scale's store. The `table` verb, the fidelity summary and the leaderboard all
+build a suite's tables through here, so a table and the fidelity score printed about it on
+another page come from the same spec and the same records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.report.tables import TableOutput, make_table
+
+
+@dataclass(frozen=True)
+class SuiteTableSpec:
+    """One ``table:`` (or ``tables:`` entry) of a suite, ready for :func:`make_table`."""
+
+    stem: str  # file name without extension under tables/
+    title: str
+    spec: dict[str, Any]
+
+    @property
+    def ranks_against_paper(self) -> bool:
+        """True when the table prints the paper's numbers and ranks its rows (emphasis on), i.e.
+        when it has a fidelity score."""
+        return bool(self.spec.get("paper")) and self.spec.get("emphasis", True) is not False
+
+
+@dataclass(frozen=True)
+class SuiteTable:
+    """A rendered suite table and the stem it is written under."""
+
+    stem: str
+    output: TableOutput
+
+
+def suite_table_specs(suite: Any, scale: str) -> list[SuiteTableSpec]:
+    """The suite's table specs: the suite's ``control`` copied in where a spec names none, the
+    stem ``<suite>_<scale>`` (``_<i>`` appended when there are several) unless it sets ``stem``,
+    and the title (default: the suite's description) with the scale appended."""
+    specs = suite.spec.get("tables") or ([suite.spec["table"]] if "table" in suite.spec else [])
+    out = []
+    for i, spec in enumerate(specs):
+        spec = dict(spec)
+        if suite.spec.get("control") and "control" not in spec:
+            spec["control"] = suite.spec["control"]
+        stem = spec.pop("stem", None) or (f"{suite.name}_{scale}" if len(specs) == 1 else f"{suite.name}_{scale}_{i}")
+        title = spec.pop("title", suite.spec.get("description", suite.name))
+        out.append(SuiteTableSpec(stem=str(stem), title=f"{title} [scale: {scale}]", spec=spec))
+    return out
+
+
+def make_suite_tables(suite: Any, records: list[dict[str, Any]], scale: str) -> list[SuiteTable]:
+    """Every table of the suite, rendered from ``records``."""
+    return [SuiteTable(t.stem, make_table(records, t.spec, title=t.title)) for t in suite_table_specs(suite, scale)]
+
+
+def suite_records(suite: Any, scale: str, results_dir: str | Path) -> list[dict[str, Any]]:
+    """The newest record of each of the suite's cells at ``scale`` in ``results_dir`` (none when
+    the store does not exist)."""
+    from benchmark.results import ResultStore
+    from benchmark.sweep import latest_records
+
+    ids = {c.cell_id for c in suite.cells(scale)}
+    return latest_records(ResultStore(suite.results_path(results_dir, scale)).read(), ids)

@@ -1,0 +1,115 @@
+"""The fidelity summary from a suite's store: the `fidelity` verb's page and README table, and
+the leaderboard's fidelity lines and split markdown sections."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import pytest
+from markdown_tables import table_widths
+
+from benchmark.cli import main
+from benchmark.report.fidelity import tau_text
+from benchmark.report.fidelity_summary import (README_BEGIN, README_END, collect_fidelity, describe, readme_block,
+                                               readme_table, render_page, splice_readme)
+from benchmark.report.leaderboard import build_leaderboard
+from benchmark.report.markdown import MAX_MARKDOWN_COLUMNS
+from benchmark.results import ResultStore
+from benchmark.sweep import load_suite
+
+SUITE = "fedmpo_table2"  # two tables with the paper's numbers, rows = methods
+SCALE = "tiny"
+
+
+def _store(root: Path) -> None:
+    """Every tiny cell of the suite, scored as the paper scores it (left table: accuracy vs the
+    missing rate at alpha 0.5; right table: vs alpha at 30%), plus a seed offset."""
+    suite = load_suite(SUITE)
+    left, right = (t["paper"] for t in suite.spec["tables"])
+    store = ResultStore(suite.results_path(root, SCALE))
+    for cell in suite.cells(SCALE, validate=False):
+        alg, rate, alpha = (cell.params[k] for k in ("algorithm.name", "missing.rate", "partition.alpha"))
+        paper = left[alg][rate] if alpha == 0.5 else right[alg][alpha]
+        acc = paper["accuracy"] / 100 + 0.002 * cell.seed
+        store.append({"suite": SUITE, "scale": SCALE, "cell_id": cell.cell_id, "params": cell.params,
+                      "seed": cell.seed, "status": "ok", "error": None, "config": cell.config,
+                      "metrics": {"test/accuracy": acc}, "per_client": {"test/accuracy": [acc - 0.1, acc]},
+                      "bytes_per_round": 1e5, "seconds_per_round": 0.5,
+                      "provenance": {"artifact_recipe": "r", "protocol": "p", "git_sha": "abc"},
+                      "timestamp": "2025-01-01T00:00:00+00:00"})
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fid") / "results"
+    _store(root)
+    return root
+
+
+def test_rows_from_a_store(results: Path) -> None:
+    rows = collect_fidelity(results)
+    assert [(r.suite, r.scale, r.stem) for r in rows] == [(SUITE, SCALE, f"{SUITE}_{SCALE}_0"),
+                                                         (SUITE, SCALE, f"{SUITE}_{SCALE}_1")]
+    left = rows[0].fidelity
+    assert left.tau == pytest.approx(1.0) and len(left.columns) == 5 and left.n_methods == 12
+    assert rows[0].datasets == ("synthetic",)
+    assert describe(rows[0]).startswith(f"{SUITE}_{SCALE}_0: Kendall τ = {tau_text(left)} (95% bootstrap")
+    page_rows = [line for line in render_page(rows).splitlines() if f"`{SUITE}_{SCALE}_0.md`" in line]
+    assert len(page_rows) == 1 and page_rows[0].rstrip(" |").endswith(tau_text(left))
+
+
+def test_fidelity_verb_writes_the_page_and_the_readme_table(results: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Title\n\nprose before\n\n{README_BEGIN}\nstale\n{README_END}\n\nprose after\n")
+    assert main(["fidelity", "--results", str(results), "--out", str(tmp_path / "t"), "--readme", str(readme)]) == 0
+    rows = collect_fidelity(results)
+    assert (tmp_path / "t" / "fidelity.md").read_text() == render_page(rows)
+    text = readme.read_text()
+    assert readme_table(text) == readme_block(rows) and "stale" not in text
+    assert text.startswith("# Title\n\nprose before\n\n") and text.endswith("\n\nprose after\n")
+    assert f"{SUITE}_{SCALE}_0" in capsys.readouterr().out
+
+
+def test_readme_without_markers_is_a_one_line_error(results: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# no markers\n")
+    assert main(["fidelity", "--results", str(results), "--out", str(tmp_path), "--readme", str(readme)]) == 2
+    assert "fidelity markers" in capsys.readouterr().err and readme.read_text() == "# no markers\n"
+    with pytest.raises(Exception, match="markers"):
+        splice_readme(f"{README_END}\n{README_BEGIN}\n", "x")
+
+
+def test_leaderboard_shows_fidelity_and_no_table_is_too_wide(results: Path, tmp_path: Path) -> None:
+    board = build_leaderboard(results, tmp_path / "tables", plots=False)
+    (section,) = board.sections
+    assert [r.stem for r in section.fidelity] == [f"{SUITE}_{SCALE}_0", f"{SUITE}_{SCALE}_1"]
+    md = board.markdown[0].read_text()
+    page = board.html.read_text()
+    for row in section.fidelity:
+        assert describe(row) in md and html.escape(describe(row)) in page
+    widths = [n for _, n in table_widths(md)]
+    assert widths and max(widths) <= MAX_MARKDOWN_COLUMNS
+    assert md.count("#### Scores") == 1 and md.count("#### Clients, cost and provenance") == 1
+
+
+def test_a_wide_section_is_cut_into_tables_that_fit(tmp_path: Path) -> None:
+    """Many grid params and metrics: the scores part is cut in pieces, each keeping # and Method."""
+    store = ResultStore(tmp_path / "results" / "wide" / "tiny.jsonl")
+    metrics = {f"test/m{i}": 0.5 + 0.01 * i for i in range(12)}
+    for alg in ("a", "b"):
+        params: dict[str, Any] = {"algorithm.name": alg, **{f"knob{i}": i for i in range(5)}}
+        store.append({"suite": "wide", "scale": "tiny", "cell_id": alg, "params": params, "seed": 0,
+                      "status": "ok", "error": None, "metrics": metrics,
+                      "provenance": {"artifact_recipe": "r", "protocol": "p"},
+                      "timestamp": "2025-01-01T00:00:00+00:00"})
+    board = build_leaderboard(tmp_path / "results", tmp_path / "tables", plots=False)
+    md = board.markdown[0].read_text()
+    widths = [n for _, n in table_widths(md)]
+    assert max(widths) <= MAX_MARKDOWN_COLUMNS and len(widths) == 3
+    assert "#### Scores (1/2)" in md and "#### Scores (2/2)" in md
+    headers = [line for line in md.splitlines() if line.startswith("| #")]
+    assert len(headers) == 3 and all(h.split("|")[2].strip() == "Method" for h in headers)
