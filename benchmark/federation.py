@@ -171,7 +171,7 @@ class FederatedData:
         """Share of all clients' nodes (entities) that hold each modality: the availability
         a model actually meets, whatever rate the masker was given (a KG client holds an
         entity's modality only if it was dealt one of its items *and* the Bernoulli draw kept it)."""
-        return availability_from_counts(self.modalities, [held_counts(c) for c in self.clients],
+        return availability_from_counts(self.modalities, [held_counts(c, self.modalities) for c in self.clients],
                                         [c.num_nodes for c in self.clients])
 
     def meta(self) -> "FederationMeta":
@@ -183,9 +183,13 @@ class FederatedData:
                               availability=self.availability())
 
 
-def held_counts(client: ClientData) -> list[int]:
-    """Per modality, how many of the client's nodes hold it."""
-    return [int(v) for v in client.available.sum(0).cpu().tolist()]
+def held_counts(client: ClientData, modalities: list[str]) -> list[int]:
+    """Per federation modality, how many of the client's nodes hold it. Counted by name: a
+    client's ``available`` has one column per modality of its own ``features`` (every
+    modality on a graph client, only its own subset on an AMFL client)."""
+    per_column = [int(v) for v in client.available.sum(0).cpu().tolist()]
+    held = dict(zip(client.features, per_column))
+    return [held.get(m, 0) for m in modalities]
 
 
 def availability_from_counts(modalities: list[str], held: list[list[int]], sizes: list[int]) -> dict[str, float]:

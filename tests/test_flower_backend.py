@@ -47,7 +47,7 @@ def _same(a: dict, b: dict) -> None:
 
 
 @pytest.mark.parametrize(("algo", "task"), [("fedavg", "node_cls"), ("fedproto", "node_cls"),
-                                            ("fede", "kg_completion")])
+                                            ("fede", "kg_completion"), ("fedmbridge", "amfl_cls")])
 def test_run_backend_flower_equals_in_process(algo, task, tmp_path, capsys):
     cfg = tiny_config(algo, task, tmp_path / "cache", rounds=2)
     path = tmp_path / "run.yaml"

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from benchmark.amfl.spec import ArchSpec
 from benchmark.errors import ConfigError
-from benchmark.federation import ClientData, FederatedData
+from benchmark.federation import ClientData
 
 
 @dataclass
@@ -54,14 +54,3 @@ class AMFLClientData(ClientData):
             train_mask=self.train_mask.to(device), val_mask=self.val_mask.to(device),
             test_mask=self.test_mask.to(device), num_classes=self.num_classes,
             boundary_edges=self.boundary_edges.to(device), arch=self.arch, token_dims=dict(self.token_dims))
-
-
-class AMFLFederatedData(FederatedData):
-    """The clients of an AMFL simulation. A client's ``available`` has one column per
-    modality *it* holds (the rows the audit fingerprints), so availability is counted by
-    modality name rather than by column."""
-
-    def availability(self) -> dict[str, float]:
-        total = sum(c.num_nodes for c in self.clients)
-        held = {m: sum(c.num_nodes for c in self.clients if m in c.features) for m in self.modalities}
-        return {m: round(held[m] / total, 4) if total else 0.0 for m in self.modalities}

@@ -261,7 +261,7 @@ def make_client_app(source: ClientSource, prepare: Callable[[], None] | None = N
         cfg = node.config(str(msg.content["fedmm"]["config"]))
         client, dataset, _ = node.client(cfg, int(context.node_config[PARTITION_KEY]))
         content = RecordDict({"fedmm": C.control(cid=client.cid, meta=C.meta_to_json(dataset),
-                                                 num_nodes=client.num_nodes, held=held_counts(client))})
+                                                 num_nodes=client.num_nodes, held=held_counts(client, dataset.modalities))})
         return Message(content=content, reply_to=msg)
 
     @app.train("setup")

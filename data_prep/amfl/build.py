@@ -18,9 +18,10 @@ import numpy as np
 import torch
 
 from benchmark import registry as R
-from benchmark.amfl.client import AMFLClientData, AMFLFederatedData
+from benchmark.amfl.client import AMFLClientData
 from benchmark.config import RunConfig, component_config
 from benchmark.errors import ConfigError
+from benchmark.federation import FederatedData
 from data_prep.amfl.population import AMFLPopulation, ClientPlan
 from data_prep.amfl.source import AMFLSource
 from data_prep.partition import seeded_rng
@@ -59,7 +60,7 @@ def make_client(cid: int, plan: ClientPlan, source: AMFLSource, noise: float, se
         arch=plan.arch, token_dims={m: source.token_dims.get(m, source.feature_dims[m]) for m in feats})
 
 
-def build_amfl_federation(cfg: RunConfig, source: AMFLSource) -> AMFLFederatedData:
+def build_amfl_federation(cfg: RunConfig, source: AMFLSource) -> FederatedData:
     """Validate the run against the AMFL protocol, draw the population, build the clients."""
     if cfg.partition.name != "amfl_population":
         raise ConfigError(f"dataset '{source.name}' is an AMFL simulation: partition.name must be amfl_population, "
@@ -86,6 +87,6 @@ def build_amfl_federation(cfg: RunConfig, source: AMFLSource) -> AMFLFederatedDa
                          + ", ".join(f"{g}: {n}" for g, n in sorted(Counter(p.group for p in population.clients)
                                                                    .items())),
                          source.caption]}
-    return AMFLFederatedData(clients=list(clients), modalities=source.modalities, feature_dims=source.feature_dims,
+    return FederatedData(clients=list(clients), modalities=source.modalities, feature_dims=source.feature_dims,
                          num_classes=source.num_classes, artifact_hash=key, num_global_nodes=source.num_samples,
                          pooled=None, stats=stats)
