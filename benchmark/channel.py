@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from benchmark.comm import Payload, RawDataFingerprint, audit_findings
+from benchmark.cost import ExchangeTiming, Stopwatch
 from benchmark.federation import ClientData, FederatedData, FederationMeta
 from benchmark.roles import ClientSide
 
@@ -23,10 +24,12 @@ Scores = dict[str, dict[str, float]]
 
 @dataclass
 class Upload:
-    """One client's upload and what its own audit found in it (raw data, undeclared names)."""
+    """One client's upload, what its own audit found in it (raw data, undeclared names), and
+    the seconds its ``client_update`` hook took (the audit not included)."""
 
     payload: Payload
     findings: list[str] = field(default_factory=list)
+    compute_s: float = 0.0
 
 
 def client_setup_upload(side: ClientSide, client: ClientData, state: dict, raw: RawDataFingerprint | None,
@@ -38,9 +41,11 @@ def client_setup_upload(side: ClientSide, client: ClientData, state: dict, raw: 
 
 def client_train(side: ClientSide, client: ClientData, state: dict, received: Payload, rnd: int,
                  raw: RawDataFingerprint | None, declared: tuple[str, ...] | None) -> Upload:
-    """A client's local update for round ``rnd``, audited where its data is."""
-    up = side.client_update(client, state, received, rnd)
-    return Upload(up, audit_findings(rnd, client.cid, up, raw, declared) if raw is not None else [])
+    """A client's local update for round ``rnd``, timed, and audited where its data is."""
+    watch = Stopwatch(client.device)
+    with watch.span():
+        up = side.client_update(client, state, received, rnd)
+    return Upload(up, audit_findings(rnd, client.cid, up, raw, declared) if raw is not None else [], watch.seconds)
 
 
 class Channel(ABC):
@@ -48,13 +53,16 @@ class Channel(ABC):
 
     ``train_ids`` are the clients that train (one pooled client for a centralized upper
     bound), ``eval_ids`` those that are scored; ``remote`` says whether evaluation costs a
-    message (the engine then records it in the ledger, phase "eval").
+    message (the engine then records it in the ledger, phase "eval"). ``last_exchange`` is
+    what the channel measured of its last ``train`` call (``benchmark.cost``); a channel that
+    measures nothing leaves the whole exchange to the clients.
     """
 
     meta: FederationMeta
     train_ids: list[int]
     eval_ids: list[int]
     remote: bool = False
+    last_exchange: ExchangeTiming = ExchangeTiming()
 
     @abstractmethod
     def setup_uploads(self, cids: list[int]) -> dict[int, Upload]:
@@ -105,8 +113,12 @@ class LocalChannel(Channel):
             self.side.setup_receive(self.trainers[cid], self.states[cid], payload)
 
     def train(self, rnd: int, sends: dict[int, Payload]) -> dict[int, Upload]:
-        return {cid: client_train(self.side, self.trainers[cid], self.states[cid], received, rnd,
-                                  self.raws.get(cid), self.declared) for cid, received in sends.items()}
+        """Each client in turn; nothing is encoded (a client reads the server's tensors), and
+        the clients' seconds are their hooks' summed, since they run one after another."""
+        ups = {cid: client_train(self.side, self.trainers[cid], self.states[cid], received, rnd,
+                                 self.raws.get(cid), self.declared) for cid, received in sends.items()}
+        self.last_exchange = ExchangeTiming(client_s=sum(up.compute_s for up in ups.values()))
+        return ups
 
     def evaluate(self, rnd: int, sends: dict[int, Payload]) -> dict[int, Scores]:
         out = {}

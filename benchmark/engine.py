@@ -27,6 +27,7 @@ from benchmark.algorithm import AlgoContext, Algorithm, Broadcast, NonFiniteLoss
 from benchmark.channel import Channel, LocalChannel, Upload
 from benchmark.comm import Ledger, Payload
 from benchmark.config import RunConfig, component_config
+from benchmark.cost import CostLog, RoundTimer
 from benchmark.determinism import DeterminismWatch, configure as configure_determinism
 from benchmark.precision import apply_matmul_precision
 from benchmark.errors import BenchmarkError
@@ -94,7 +95,8 @@ class SimState:
     """Everything that a checkpoint must hold to resume a run exactly.
 
     ``algo`` is the server side's algorithm instance; ``states`` the clients' private states
-    (in process; a remote channel keeps them on the clients).
+    (in process; a remote channel keeps them on the clients); ``cost`` the rounds' stage
+    seconds and the server's held memory (None in a checkpoint written before they were kept).
     """
 
     algo: Algorithm
@@ -105,6 +107,7 @@ class SimState:
     history: dict[str, list] = field(default_factory=dict)
     best: dict[str, Any] = field(default_factory=dict)
     bad_evals: int = 0
+    cost: CostLog | None = None
 
 
 #: builds the channel to the clients from the engine (in process by default); a remote
@@ -262,18 +265,27 @@ class Engine:
             else:
                 server.algo = sim.algo
                 self.channel.states = sim.states  # type: ignore[attr-defined]
+            cost = sim.cost = sim.cost or CostLog()
+            cost.note_server(server.algo, sim.broadcast)
             rounds = range(sim.next_round, cfg.train.rounds)
             bar = tqdm(rounds, desc=f"{cfg.algorithm.name} seed {cfg.seed}", disable=not self.progress, leave=False)
             for rnd in bar:
                 t0 = time.perf_counter()
                 n_up = len(sim.ledger.entries)
+                timer = RoundTimer(self.device)
                 try:
-                    sends = {cid: self._for_client(sim.broadcast, cid) for cid in self._sample(rnd)}
-                    for cid, received in sends.items():
-                        sim.ledger.record(rnd, "down", cid, received)
-                    ups = self.channel.train(rnd, sends)
-                    uploads = {cid: self._take_upload(sim, rnd, cid, ups[cid]) for cid in sends}
-                    sim.broadcast = server.aggregate(uploads, rnd)
+                    sampled = self._sample(rnd)
+                    with timer.stage("download_s"):
+                        sends = {cid: self._for_client(sim.broadcast, cid) for cid in sampled}
+                        for cid, received in sends.items():
+                            sim.ledger.record(rnd, "down", cid, received)
+                    with timer.stage("client_s"):
+                        ups = self.channel.train(rnd, sends)
+                    timer.split_exchange(self.channel.last_exchange)
+                    with timer.stage("upload_s"):
+                        uploads = {cid: self._take_upload(sim, rnd, cid, ups[cid]) for cid in sends}
+                    with timer.stage("server_s"):
+                        sim.broadcast = server.aggregate(uploads, rnd)
                 except NonFiniteLoss as e:
                     status, error = "failed", {"round": rnd, "reason": str(e)}
                     break
@@ -283,6 +295,8 @@ class Engine:
                 sim.history["bytes_up"].append(sum(e.nbytes for e in new if e.direction == "up"))
                 sim.history["bytes_down"].append(sum(e.nbytes for e in new if e.direction == "down"))
                 sim.history["seconds"].append(seconds)
+                cost.add_round(rnd, timer, seconds, sim.history["bytes_down"][-1], sim.history["bytes_up"][-1])
+                cost.note_server(server.algo, sim.broadcast)
                 last = rnd == cfg.train.rounds - 1
                 if rnd % cfg.train.eval_every == 0 or last:
                     per_client = self._evaluate(sim, rnd)
@@ -355,6 +369,8 @@ class Engine:
             "curves": sim.history,
             "comm": sim.ledger.summary(),
             "seconds_per_round": float(np.median(secs)) if secs else None,
+            "cost": sim.cost.summary(type(self.channel).__name__) if sim.cost else None,
+            "server_memory_mb": sim.cost.server_memory_mb if sim.cost else None,
             "bytes_per_round": (sim.ledger.total_bytes("up", "train") + sim.ledger.total_bytes("down", "train"))
             / max(rounds_run, 1),
             "algorithm": {"name": self.cfg.algorithm.name, "personalized": self.algo_cls.personalized},

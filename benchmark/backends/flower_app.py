@@ -38,6 +38,7 @@ from benchmark.backends import flower_codec as C
 from benchmark.channel import Channel, Scores, Upload, client_setup_upload, client_train
 from benchmark.comm import Payload, RawDataFingerprint
 from benchmark.config import RunConfig, build_run_config, component_config
+from benchmark.cost import ExchangeTiming
 from benchmark.determinism import configure as configure_determinism
 from benchmark.errors import BenchmarkError
 from benchmark.federation import ClientData, FederationMeta, availability_from_counts, held_counts
@@ -135,15 +136,23 @@ class FlowerChannel(Channel):
             raise BenchmarkError(f"no reply from Flower node(s) {sorted(missing)} within {MESSAGE_TIMEOUT_S:.0f} s")
         return out
 
-    def _send(self, kind: str, sends: dict[int, Payload], rnd: int) -> dict[int, Message]:
+    def _messages(self, kind: str, sends: dict[int, Payload], rnd: int) -> dict[int, Message]:
+        """One encoded message per client (with a pending setup reply)."""
         msgs = {}
         for cid, payload in sends.items():
             arrays = {"payload": payload}
             if cid in self.pending:
                 arrays["setup_reply"] = self.pending.pop(cid)
             msgs[cid] = self._message(self.node_of[cid], kind, arrays, rnd)
+        return msgs
+
+    def _deliver(self, msgs: dict[int, Message]) -> dict[int, Message]:
+        """Send the messages and return each client's reply."""
         by_node = self._exchange({m.metadata.dst_node_id: m for m in msgs.values()})
-        return {cid: by_node[self.node_of[cid]] for cid in sends}
+        return {cid: by_node[self.node_of[cid]] for cid in msgs}
+
+    def _send(self, kind: str, sends: dict[int, Payload], rnd: int) -> dict[int, Message]:
+        return self._deliver(self._messages(kind, sends, rnd))
 
     def _upload(self, msg: Message) -> Upload:
         findings = msg.content["fedmm"].get("findings", [])
@@ -158,7 +167,17 @@ class FlowerChannel(Channel):
         self.pending.update(replies)  # delivered with each client's next message
 
     def train(self, rnd: int, sends: dict[int, Payload]) -> dict[int, Upload]:
-        return {cid: self._upload(m) for cid, m in self._send("train", sends, rnd).items()}
+        """One message per client; the encoding and decoding are timed apart from the wait for
+        the replies (which holds the clients' compute and the messages' transfer)."""
+        start = time.perf_counter()
+        msgs = self._messages("train", sends, rnd)
+        encoded = time.perf_counter()
+        replies = self._deliver(msgs)
+        received = time.perf_counter()
+        ups = {cid: self._upload(m) for cid, m in replies.items()}
+        self.last_exchange = ExchangeTiming(encode_s=encoded - start, decode_s=time.perf_counter() - received,
+                                            client_s=received - encoded)
+        return ups
 
     def evaluate(self, rnd: int, sends: dict[int, Payload]) -> dict[int, Scores]:
         return {cid: C.record_to_scores(m.content["scores"]) for cid, m in self._send("evaluate", sends, rnd).items()}  # type: ignore[arg-type]
