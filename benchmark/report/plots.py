@@ -455,20 +455,21 @@ PLOT_KINDS = {"robustness": robustness_plot, "heatmap": heatmap_plot, "round_cur
 
 
 def plot_kinds() -> dict[str, Any]:
-    """PLOT_KINDS plus the KG track's figures, the rank chart and the contrast chart (those
-    modules draw with this module's helpers, so they are imported here lazily rather than at
-    the top)."""
+    """PLOT_KINDS plus the KG track's figures, the rank chart, the contrast chart and the
+    stacked bars (those modules draw with this module's helpers, so they are imported here
+    lazily rather than at the top)."""
     from benchmark.report.contrast_figure import CONTRAST_PLOT_KINDS
     from benchmark.report.kg_figures import KG_PLOT_KINDS
     from benchmark.report.rank_figure import RANK_PLOT_KINDS
+    from benchmark.report.stacked_figure import STACKED_PLOT_KINDS
 
-    return {**PLOT_KINDS, **KG_PLOT_KINDS, **RANK_PLOT_KINDS, **CONTRAST_PLOT_KINDS}
+    return {**PLOT_KINDS, **KG_PLOT_KINDS, **RANK_PLOT_KINDS, **CONTRAST_PLOT_KINDS, **STACKED_PLOT_KINDS}
 
 
 def suite_plots(suite: str, specs: Sequence[Mapping[str, Any]] | None, records: Sequence[Mapping[str, Any]],
                 out_prefix: str | Path) -> list[Path]:
     """Every figure of a suite's ``plots:`` section; each entry picks its function with ``kind``
-    (robustness, the default; heatmap; round_curve) and passes the other keys as its arguments.
+    (robustness, the default; heatmap; round_curve; stacked_bar...) and passes the other keys as its arguments.
     Files are ``<out_prefix>_<name>.png/.pdf``."""
     import inspect
 

@@ -62,16 +62,25 @@ VALID_KEYS = (
     "split_wide",
     "title", "stem",  # read by the suite writer (report.suite_tables); make_table takes title too
 )
-# Record fields usable as table metrics: name -> (record field, factor). Costs: printed
-# unscaled and ranked lower-is-better without listing them in raw_metrics / lower_is_better.
+# Record fields usable as table metrics: name -> (record field, dotted when nested, factor).
+# Costs: printed unscaled and ranked lower-is-better without listing them in raw_metrics /
+# lower_is_better. The *_ms ones are the per-round stage medians of ``benchmark.cost``.
 RECORD_METRICS: dict[str, tuple[str, float]] = {
     "seconds_per_round": ("seconds_per_round", 1.0),
     "wall_time_s": ("wall_time_s", 1.0),
     "peak_memory_mb": ("peak_memory_mb", 1.0),
     "memory_growth_mb": ("memory_growth_mb", 1.0),
+    "server_memory_mb": ("server_memory_mb", 1.0),
     "bytes_per_round": ("bytes_per_round", 1.0),
     "kb_per_round": ("bytes_per_round", 1.0 / 1024),
     "mb_per_round": ("bytes_per_round", 1.0 / 2**20),
+    "download_ms": ("cost.download_s", 1000.0),
+    "client_ms": ("cost.client_s", 1000.0),
+    "upload_ms": ("cost.upload_s", 1000.0),
+    "server_ms": ("cost.server_s", 1000.0),
+    "other_ms": ("cost.other_s", 1000.0),
+    "cot_ms": ("cost.cot_s", 1000.0),
+    "cot_s": ("cost.cot_s", 1.0),
 }
 PAPER_NA = ("N/A", "n/a", "NA")
 _UPPER_TOKENS = {"auc", "ap", "f1", "mae", "mse", "rmse", "mrr", "ndcg", "roc", "pr", "acc"}
@@ -931,8 +940,17 @@ def _latex(layout: _Layout, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _with_record_metrics(records: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> list[Mapping[str, Any]]:
-    """Copies of the records whose ``metrics`` also hold the cost fields the table lists."""
+def _record_field(rec: Any, path: str) -> Any:
+    """The value at a dotted field path of a record (None where any step is missing)."""
+    value = rec
+    for step in path.split("."):
+        value = value.get(step) if isinstance(value, Mapping) else None
+    return value
+
+
+def with_record_metrics(records: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> list[Mapping[str, Any]]:
+    """Copies of the records whose ``metrics`` also hold the cost fields listed (tables and
+    figures read them as ``test/<name>``)."""
     wanted = [m for m in metrics if m in RECORD_METRICS]
     if not wanted:
         return list(records)
@@ -941,7 +959,7 @@ def _with_record_metrics(records: Sequence[Mapping[str, Any]], metrics: Sequence
         extra = {}
         for m in wanted:
             fld, factor = RECORD_METRICS[m]
-            value = rec.get(fld) if isinstance(rec, Mapping) else None
+            value = _record_field(rec, fld)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and rec.get("status") == "ok":
                 extra[metric_column(m)] = float(value) * factor
         out.append({**rec, "metrics": {**(rec.get("metrics") or {}), **extra}} if extra else rec)
@@ -1005,7 +1023,7 @@ def make_table(records: Sequence[Mapping[str, Any]], spec: Mapping[str, Any], ti
     """Render ``records`` as a paper-style table following a suite's ``table:`` spec."""
     parsed = _parse_spec(spec)
     title = title or str(spec.get("title") or "")
-    layout, frame = _build(_with_record_metrics(records, parsed.metrics), parsed)
+    layout, frame = _build(with_record_metrics(records, parsed.metrics), parsed)
     markdown, notes = _markdown(layout, title)
     return TableOutput(markdown=markdown, latex=_latex(layout, title), frame=frame, footnotes=notes,
                        fidelity=layout.fidelity)
