@@ -3,7 +3,6 @@ w/ mask beats Local where sharing helps (one label space, scarce data)."""
 
 from __future__ import annotations
 
-import functools
 import math
 
 import pytest
@@ -15,6 +14,7 @@ from benchmark.amfl.client import AMFLClientData
 from benchmark.config import build_run_config
 from benchmark.engine import Engine
 from benchmark.registry import load_plugins
+from amfl_sharing import sharing_acc
 
 load_plugins()
 DIMS = {"image": 64, "signal": 40}
@@ -57,31 +57,15 @@ def test_supernet_merges_widths_depths_and_families():
     assert not held["encoders.image.attn.layers.0.qkv.weight"].any()
 
 
-@functools.lru_cache(maxsize=None)
-def _acc(algo: str, rounds: int, lr: float) -> float:
-    """Test ACC (seed 0) on a population where sharing helps: eight clients of one label space
-    (all 10 digits in global order) with one training sample per class, image + signal with
-    concatenation, MLP encoders of depth 1 or 2 and width 32 or 64."""
-    cfg = build_run_config({
-        "dataset": {"name": "av_digits"}, "task": {"name": "amfl_cls"}, "missing": {"name": "none"},
-        "partition": {"name": "amfl_population", "num_clients": 8, "samples_mean": 30, "samples_std": 0.0,
-                      "classes_per_client": 10, "label_order": "global", "modality_sets": ["image+signal"],
-                      "fusions": ["concat"], "encoders": ["mlp"], "depths": [1, 2]},
-        "algorithm": {"name": algo},
-        "train": {"rounds": rounds, "eval_every": 5, "local_epochs": 5, "lr": lr, "device": "cpu"}})
-    rec = Engine(cfg).run()
-    assert rec["status"] == "ok" and rec["comm"]["violations"] == []
-    return rec["metrics"]["test/accuracy"]
-
-
 @pytest.mark.parametrize("algo, rounds, lr, margin", [
     ("amfl_heterofl", 15, 0.01, 0.2),    # seed 0: 0.488 against Local's 0.138 (15 rounds)
     ("fedmbridge", 100, 0.1, 0.1),       # 0.388 against 0.175 (100 rounds): it gets there, slowly
     ("amfl_hyperpfl", 100, 0.1, 0.05),   # 0.288 against 0.175
 ])
 def test_beats_local_where_sharing_helps(algo, rounds, lr, margin):
-    """Local gets the same rounds (at its own Adam learning rate, 0.01)."""
-    assert _acc(algo, rounds, lr) > _acc("amfl_local", rounds, 0.01) + margin
+    """Local gets the same rounds (at its own Adam learning rate, 0.01); the population is
+    ``amfl_sharing.sharing_acc``'s."""
+    assert sharing_acc(algo, rounds, lr) > sharing_acc("amfl_local", rounds, 0.01) + margin
 
 
 def test_feddistill_public_set_is_a_flagged_disclosure_and_distillation_moves_the_trunk():

@@ -1,11 +1,14 @@
-"""What every AMFL algorithm shares: building a client's own model from its spec, its
-persistent Adam state, and mini-batch local training through the core loop."""
+"""What the AMFL algorithms share: building a client's own model from its spec, its
+persistent Adam state, mini-batch local training through the core loop, weights as
+payloads, and the starred methods' public set and distillation target."""
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -13,6 +16,7 @@ from benchmark.algorithm import Algorithm
 from benchmark.amfl.client import AMFLClientData
 from benchmark.amfl.model import AMFLNet
 from benchmark.training import LocalLoop, LoopLog
+from baselines.amfl.supernet import model_from_payload
 
 
 def stream_seed(seed: int, *parts: object) -> int:
@@ -67,3 +71,87 @@ class AMFLAlgorithm(Algorithm):
         """The client's own model on its own splits."""
         model, _ = self.client_model(client, state)
         return self.ctx.task.evaluate(model, client)
+
+
+# ---------------------------------------------------------------------- weights as payloads
+WEIGHT_PREFIX = "w."
+
+
+def weights_payload(model: nn.Module, prefix: str = WEIGHT_PREFIX) -> dict[str, Tensor]:
+    """Detached copies of a model's parameters under ``prefix``."""
+    return {prefix + n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def load_weights(model: nn.Module, payload: dict[str, Tensor], prefix: str = WEIGHT_PREFIX) -> None:
+    """Copy the ``prefix`` entries of a payload into the model, in place (keeps optimizer refs)."""
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(payload[prefix + n])
+
+
+# ---------------------------------------------------------------------- the starred public set
+# FedDistill* and FedGKD* (Appendix B.1.2) both distill on a small public set gathered from
+# the clients before training: rho of the clients of every modality combination send rho of
+# their training rows. Uploads carrying it are declared with ``disclosed(r"public\..+")``.
+PUBLIC_PREFIX = "public."
+
+
+def public_requests(archs: dict[int, dict[str, Tensor]], feature_dims: dict[str, int], rho: float,
+                    seed: int) -> dict[int, dict[str, Tensor]]:
+    """Setup replies: ``public.request`` true for rho of each modality group's clients (at
+    least one per group), drawn from ``seed``."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for cid, up in archs.items():
+        mods = model_from_payload(up, feature_dims).spec.modalities
+        groups.setdefault(tuple(sorted(mods)), []).append(cid)
+    rng = np.random.default_rng(seed)
+    asked: set[int] = set()
+    for key in sorted(groups):
+        members = sorted(groups[key])
+        k = max(1, math.ceil(rho * len(members)))
+        asked |= set(rng.choice(members, size=k, replace=False).tolist())
+    return {cid: {PUBLIC_PREFIX + "request": torch.tensor([cid in asked], dtype=torch.bool)} for cid in archs}
+
+
+def public_upload(client: AMFLClientData, rho: float, seed: int) -> dict[str, Tensor]:
+    """rho of the client's training rows (at least one), features only, drawn from ``seed``."""
+    rows = client.split_index("train")
+    k = max(1, math.ceil(rho * rows.numel()))
+    pick = np.sort(np.random.default_rng(seed).choice(rows.numel(), k, replace=False))
+    idx = rows[torch.from_numpy(pick).to(rows.device)]
+    return {PUBLIC_PREFIX + m: x[idx].clone() for m, x in client.features.items()}
+
+
+def collect_public(into: list[dict[str, Tensor]], uploads: dict[int, dict[str, Tensor]]) -> None:
+    """Append the public rows the round's uploads carry to the server's set (client order)."""
+    for cid in sorted(uploads):
+        part = public_part(uploads[cid])
+        if part:
+            into.append(part)
+
+
+def public_part(upload: dict[str, Tensor]) -> dict[str, Tensor]:
+    """The public rows of an upload by modality (empty when it carries none)."""
+    return {k[len(PUBLIC_PREFIX):]: t for k, t in upload.items()
+            if k.startswith(PUBLIC_PREFIX) and k != PUBLIC_PREFIX + "request"}
+
+
+def imputed(parts: list[dict[str, Tensor]], modalities: tuple[str, ...] | list[str], feature_dims: dict[str, int],
+            device: torch.device) -> dict[str, Tensor]:
+    """The rows of ``parts`` (each modality -> [n, d_m]) stacked as a model of ``modalities``
+    sees them: a modality a part lacks is zeros (the paper's imputation)."""
+    out = {}
+    for m in modalities:
+        out[m] = torch.cat([p[m] if m in p else torch.zeros(next(iter(p.values())).shape[0], feature_dims[m],
+                                                              device=device) for p in parts])
+    return out
+
+
+def mean_embedding(teachers: list[AMFLNet], parts: list[dict[str, Tensor]], feature_dims: dict[str, int],
+                   device: torch.device) -> Tensor:
+    """The teachers' mean trunk output on the rows of ``parts`` (each teacher sees its own
+    modalities, absent ones as zeros): the distillation target of both starred methods,
+    whose clients' personal label spaces make logits incomparable."""
+    with torch.no_grad():
+        return torch.stack([t.eval().embed(imputed(parts, t.spec.modalities, feature_dims, device))
+                            for t in teachers]).mean(0)

@@ -21,7 +21,6 @@ APFL).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +29,8 @@ from torch import Tensor
 
 from benchmark.comm import Payload, disclosed
 from benchmark.registry import ALGORITHMS
-from baselines.amfl.common import AMFLAlgorithm, stream_seed
+from baselines.amfl.common import (AMFLAlgorithm, collect_public, imputed, load_weights, mean_embedding,
+                                   public_requests, public_upload, stream_seed, weights_payload)
 from baselines.amfl.supernet import model_from_payload, spec_payload
 
 
@@ -42,12 +42,6 @@ class FedDistillConfig:
                                                        "and share of their training rows sent", "probability": True})
     teachers: int = field(default=10, metadata={"help": "teachers s per student", "min": 1})
     beta: float = field(default=0.1, metadata={"help": "step size of the distillation gradient", "positive": True})
-
-
-def _load(model: torch.nn.Module, payload: Payload) -> None:
-    with torch.no_grad():
-        for n, p in model.named_parameters():
-            p.copy_(payload["w." + n])
 
 
 @ALGORITHMS.register("amfl_feddistill")
@@ -70,17 +64,8 @@ class FedDistill(AMFLAlgorithm):
 
     def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:
         self.archs = dict(uploads)
-        groups: dict[tuple[str, ...], list[int]] = {}
-        for cid, up in uploads.items():
-            mods = model_from_payload(up, self.ctx.feature_dims).spec.modalities
-            groups.setdefault(tuple(sorted(mods)), []).append(cid)
-        rng = np.random.default_rng(stream_seed(self.ctx.seed, "feddistill/public"))
-        asked: set[int] = set()
-        for key in sorted(groups):
-            members = sorted(groups[key])
-            k = max(1, math.ceil(self.cfg.rho * len(members)))
-            asked |= set(rng.choice(members, size=k, replace=False).tolist())
-        return {cid: {"public.request": torch.tensor([cid in asked], dtype=torch.bool)} for cid in uploads}
+        return public_requests(uploads, self.ctx.feature_dims, self.cfg.rho,
+                               stream_seed(self.ctx.seed, "feddistill/public"))
 
     def setup_receive(self, client, state: dict, payload: Payload) -> None:
         state["public_request"] = bool(payload["public.request"].item())
@@ -89,37 +74,20 @@ class FedDistill(AMFLAlgorithm):
     def client_update(self, client, state: dict, received: Payload, rnd: int) -> Payload:
         model, opt = self.client_model(client, state)
         if received:
-            _load(model, received)
+            load_weights(model, received)
         self.local_train(model, opt, client, rnd)
-        up: Payload = {"w." + n: p.detach().clone() for n, p in model.named_parameters()}
+        up: Payload = weights_payload(model)
         if state.pop("public_request", False):
-            rows = client.split_index("train")
-            k = max(1, math.ceil(self.cfg.rho * rows.numel()))
-            pick = np.sort(np.random.default_rng(stream_seed(self.ctx.seed, "feddistill/rows", client.cid))
-                           .choice(rows.numel(), k, replace=False))
-            idx = rows[torch.from_numpy(pick).to(rows.device)]
-            up.update({f"public.{m}": x[idx].clone() for m, x in client.features.items()})
+            up.update(public_upload(client, self.cfg.rho, stream_seed(self.ctx.seed, "feddistill/rows", client.cid)))
         return up
-
-    def _public_inputs(self, modalities: tuple[str, ...]) -> dict[str, Tensor]:
-        """Every public sample as a model of these modalities sees it (absent ones as zeros)."""
-        out = {}
-        for m in modalities:
-            d = self.ctx.feature_dims[m]
-            out[m] = torch.cat([p[m] if m in p else torch.zeros(next(iter(p.values())).shape[0], d,
-                                                                 device=self.ctx.device) for p in self.public])
-        return out
 
     def _model(self, cid: int, weights: Payload) -> torch.nn.Module:
         model = model_from_payload(self.archs[cid], self.ctx.feature_dims).to(self.ctx.device)
-        _load(model, weights)
+        load_weights(model, weights)
         return model
 
     def aggregate(self, uploads: dict[int, Payload], rnd: int) -> dict[int, Payload]:
-        for cid in sorted(uploads):
-            pub = {k[len("public."):]: t for k, t in uploads[cid].items() if k.startswith("public.")}
-            if pub:
-                self.public.append(pub)
+        collect_public(self.public, uploads)
         weights = {cid: {k: t for k, t in up.items() if k.startswith("w.")} for cid, up in uploads.items()}
         rng = np.random.default_rng(stream_seed(self.ctx.seed, "feddistill/teachers", rnd))
         for cid in sorted(uploads):
@@ -129,13 +97,9 @@ class FedDistill(AMFLAlgorithm):
                 continue
             teachers = rng.choice(others, size=min(self.cfg.teachers, len(others)), replace=False).tolist()
             student = self._model(cid, weights[cid])
-            x = self._public_inputs(student.spec.modalities)
-            with torch.no_grad():
-                embeds = []
-                for t in teachers:
-                    teacher = self._model(t, weights[t]).eval()
-                    embeds.append(teacher.embed(self._public_inputs(teacher.spec.modalities)))
-                target = torch.stack(embeds).mean(0)
+            x = imputed(self.public, student.spec.modalities, self.ctx.feature_dims, self.ctx.device)
+            target = mean_embedding([self._model(t, weights[t]) for t in teachers], self.public,
+                                    self.ctx.feature_dims, self.ctx.device)
             loss = torch.nn.functional.mse_loss(student.embed(x), target)
             # the personal head is not distilled (the target is the trunk's output): no gradient there
             grads = torch.autograd.grad(loss, list(student.parameters()), allow_unused=True)
@@ -143,11 +107,11 @@ class FedDistill(AMFLAlgorithm):
                 for p, g in zip(student.parameters(), grads):
                     if g is not None:
                         p.sub_(self.cfg.beta * g)
-            self.pending[cid] = {"w." + n: p.detach().clone() for n, p in student.named_parameters()}
+            self.pending[cid] = weights_payload(student)
         return {cid: self.pending.get(cid, {}) for cid in self.ctx.client_ids}
 
     def evaluate(self, client, state: dict, received: Payload) -> dict[str, dict[str, float]]:
         model, _ = self.client_model(client, state)
         if received:
-            _load(model, received)
+            load_weights(model, received)
         return self.ctx.task.evaluate(model, client)

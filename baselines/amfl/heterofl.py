@@ -63,18 +63,10 @@ class HeteroFLMask(AMFLAlgorithm):
                 "num_examples": torch.tensor([float(client.num_train)], device=self.ctx.device)}
 
     def aggregate(self, uploads: dict[int, Payload], rnd: int) -> dict[int, Payload]:
-        net = self.supernet
-        assert net is not None
-        total = {k: torch.zeros_like(t) for k, t in net.tensors.items()}
-        weight = {k: torch.zeros_like(t) for k, t in net.tensors.items()}
-        for cid, up in uploads.items():
-            w = float(up["num_examples"][0])
-            net.scatter(cid, {n[len(PREFIX):]: t for n, t in up.items() if n.startswith(PREFIX)}, total, w)
-            net.scatter(cid, {n: torch.ones(s, device=self.ctx.device) for n, (_, s) in net.maps[cid].entries.items()},
-                        weight, w)
-        for k in net.tensors:
-            held = weight[k] > 0
-            net.tensors[k] = torch.where(held, total[k] / weight[k].clamp_min(1e-12), net.tensors[k])
+        assert self.supernet is not None
+        self.supernet.average({cid: {n[len(PREFIX):]: t for n, t in up.items() if n.startswith(PREFIX)}
+                               for cid, up in uploads.items()},
+                              {cid: float(up["num_examples"][0]) for cid, up in uploads.items()})
         return {cid: self._slice(cid) for cid in self.ctx.client_ids}
 
     def evaluate(self, client, state: dict, received: Payload) -> dict[str, dict[str, float]]:

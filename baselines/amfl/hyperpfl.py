@@ -1,4 +1,5 @@
-"""HyperPFL (pFedHN, Shamsian et al., 2021) over the AMFL supernet (FedMBridge Appendix B.1.3).
+"""HyperPFL w/ Prune (pFedHN, Shamsian et al., 2021) over the AMFL supernet (FedMBridge
+Appendix B.1.3).
 
 The original hypernetwork serves clients of one architecture; the paper's extension lets it
 generate the whole *supernet* (``supernet.py``) from a client's 16-dimensional embedding,
@@ -8,9 +9,17 @@ sends its slice, the client trains and returns Delta theta_i, and the server upd
 hypernetwork and c_i by the chain rule through the slice (as FedMBridge's server does;
 the same optimizer options).
 
-Where this differs from the paper: a client's sub-network is its fixed slice (HeteroFL's
-mask) rather than one found by magnitude pruning each round, so the "+ pruning" part is
-not implemented. Paper silent: the last hidden layer is normalized (no parameters) and
+Pruning ("+ Pruning", ``pruning.py``): each round the server prunes every client's
+generated slice by structured magnitude pruning (its smallest-norm units, a share set by the
+client's network size, ``prune_ratio`` for the largest) and sends the pruned weights with
+their supermask (``m.*``); the client trains the pruned network (pruned units stay zero)
+and is evaluated on it, and its Delta theta_i is zero on them, so they get no hypernetwork
+gradient from it. ``prune_ratio: 0`` is the fixed-slice variant (no mask is sent).
+
+Where this differs from the paper: the paper's clients run the whole supernet (missing
+modalities as zeros) pruned down to their own size; here a client keeps its own
+architecture, its slice of the supernet (HeteroFL's mask), and pruning removes units
+within it. Paper silent: the last hidden layer is normalized (no parameters) and
 each generated tensor is scaled by 1/sqrt(fan_in), as FedMBridge's generator does, so both
 hypernetworks start from a standard initialization's scale.
 """
@@ -25,7 +34,9 @@ from torch import Tensor, nn
 
 from benchmark.comm import Payload
 from benchmark.registry import ALGORITHMS
-from baselines.amfl.common import AMFLAlgorithm, stream_seed
+from baselines.amfl.common import WEIGHT_PREFIX, AMFLAlgorithm, load_weights, stream_seed
+from baselines.amfl.pruning import (MaskedNet, apply_masks, client_ratio, masks_from_payload, masks_payload,
+                                    row_masks)
 from baselines.amfl.supernet import Supernet, fan_in, spec_payload
 
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
@@ -43,6 +54,9 @@ class HyperPFLConfig:
                                                             "choices": tuple(OPTIMIZERS)})
     local_optimizer: str = field(default="sgd", metadata={"help": "clients' optimizer: sgd or adam",
                                                           "choices": ("sgd", "adam")})
+    prune_ratio: float = field(default=0.3, metadata={
+        "help": "share of units pruned each round in the largest client's network, smaller ones in proportion "
+                "to their size (paper: no number; 0 = fixed slice, no pruning)", "probability": True})
 
 
 class SupernetHN(nn.Module):
@@ -81,7 +95,7 @@ class SupernetHN(nn.Module):
 
 @ALGORITHMS.register("amfl_hyperpfl")
 class HyperPFL(AMFLAlgorithm):
-    """HyperPFL (AMFL): a pFedHN hypernetwork generates each client's supernet; clients train their slice."""
+    """HyperPFL w/ Prune (AMFL): a pFedHN hypernetwork generates each supernet; clients train their pruned slice."""
 
     Config = HyperPFLConfig
     has_setup = True
@@ -110,6 +124,8 @@ class HyperPFL(AMFLAlgorithm):
             torch.manual_seed(stream_seed(self.ctx.seed, "hyperpfl/init"))
             self.hn = SupernetHN(len(self.ctx.client_ids), c.task_dim, list(c.widths),
                                  {k: tuple(t.shape) for k, t in self.supernet.tensors.items()}).to(self.ctx.device)
+        sizes = {cid: sum(math.prod(s) for _, s in m.entries.values()) for cid, m in self.supernet.maps.items()}
+        self.ratios = {cid: client_ratio(n, max(sizes.values()), c.prune_ratio) for cid, n in sizes.items()}
         self.opt = OPTIMIZERS[c.server_optimizer]([{"params": self.hn.phi()},
                                                   {"params": [self.hn.tasks.weight]}], lr=c.server_lr)
         return {cid: self._slice(cid) for cid in uploads}
@@ -119,21 +135,23 @@ class HyperPFL(AMFLAlgorithm):
 
     @torch.no_grad()
     def _slice(self, cid: int) -> Payload:
+        """Client ``cid``'s generated slice, pruned, with its supermask."""
         assert self.supernet is not None
-        return {"w." + n: t for n, t in self.supernet.extract(cid, self.hn(self.index[cid])).items()}
+        theta = self.supernet.extract(cid, self.hn(self.index[cid]))
+        masks = row_masks(theta, self.ratios[cid])
+        return {**{WEIGHT_PREFIX + n: t for n, t in apply_masks(theta, masks).items()}, **masks_payload(masks)}
 
-    @staticmethod
-    def _load(model: nn.Module, payload: Payload) -> None:
-        with torch.no_grad():
-            for n, p in model.named_parameters():
-                p.copy_(payload["w." + n])
+    def _net(self, client, state: dict, weights: Payload) -> MaskedNet:
+        """The client's model holding ``weights``, run under their supermask."""
+        model, _ = self.client_model(client, state)
+        load_weights(model, weights)
+        return MaskedNet(model, masks_from_payload(weights))
 
     def client_update(self, client, state: dict, received: Payload, rnd: int) -> Payload:
         weights = received if received else state["first"]
-        model, opt = self.client_model(client, state)
-        self._load(model, weights)
-        self.local_train(model, opt, client, rnd)
-        return {"d." + n: p.detach() - weights["w." + n] for n, p in model.named_parameters()}
+        net = self._net(client, state, weights)
+        self.local_train(net, state["opt"], client, rnd)
+        return {"d." + n: p.detach() - weights[WEIGHT_PREFIX + n] for n, p in net.weights().items()}
 
     def aggregate(self, uploads: dict[int, Payload], rnd: int) -> dict[int, Payload]:
         """Chain rule through each client's slice: phi averaged over the round's clients, c_i its own."""
@@ -150,8 +168,7 @@ class HyperPFL(AMFLAlgorithm):
         return {cid: self._slice(cid) for cid in self.ctx.client_ids}
 
     def evaluate(self, client, state: dict, received: Payload) -> dict[str, dict[str, float]]:
-        model, _ = self.client_model(client, state)
         weights = received if received else state.get("first")
-        if weights:
-            self._load(model, weights)
-        return self.ctx.task.evaluate(model, client)
+        if not weights:
+            return self.ctx.task.evaluate(self.client_model(client, state)[0], client)
+        return self.ctx.task.evaluate(self._net(client, state, weights), client)

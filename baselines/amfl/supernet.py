@@ -124,6 +124,23 @@ class Supernet:
         for n, (key, _) in self.maps[cid].entries.items():
             into[key][self.maps[cid].slices(n)] += weight * params[n]
 
+    def average(self, params: dict[int, dict[str, Tensor]], weights: dict[int, float],
+                masks: dict[int, dict[str, Tensor]] | None = None) -> None:
+        """Set every supernet element to the ``weights``-weighted mean of the clients that hold
+        it (and, with ``masks``, did not prune it: a client's mask, 1 where kept, per tensor
+        it lists); an element nobody holds keeps its value."""
+        total = {k: torch.zeros_like(t) for k, t in self.tensors.items()}
+        weight = {k: torch.zeros_like(t) for k, t in self.tensors.items()}
+        for cid, p in params.items():
+            own = {} if masks is None else masks[cid]
+            held = {n: own[n] if n in own else torch.ones(s, device=p[n].device)
+                    for n, (_, s) in self.maps[cid].entries.items()}
+            self.scatter(cid, p, total, weights[cid])
+            self.scatter(cid, held, weight, weights[cid])
+        for k in self.tensors:
+            kept = weight[k] > 0
+            self.tensors[k] = torch.where(kept, total[k] / weight[k].clamp_min(1e-12), self.tensors[k])
+
 
 def fan_in(key: str, shapes: dict[str, tuple[int, ...]]) -> int:
     """Input width of the layer a supernet tensor belongs to (a bias: its weight's)."""
