@@ -178,5 +178,5 @@ def test_cost_suite_runs_table2s_cells_with_fewer_rounds():
         assert ours.pop("train.rounds") < theirs.pop("train.rounds")
         assert ours == theirs
         cells = cost.cells(scale)  # builds and validates every config
-        assert len({c.cell_id for c in cells}) == len(cells) == 5 * 3
+        assert len({c.cell_id for c in cells}) == len(cells) == 7 * 3
     assert {p["kind"] for p in cost.spec["plots"]} == {"stacked_bar"}
