@@ -6,7 +6,8 @@ one column each): role (input / encoder / fusion / trunk / head), block kind, op
 type, branch (which modality's encoder, or the shared fusion branch), relative layer level
 within the branch, and the fan-in and fan-out widths as log2 shape scales (the paper ranks
 shape sizes into scales with a lookup table and gives non-parametric and input nodes a
-held-out scale: 0 here). The paper traces autograd of a dummy forward pass; walking the
+held-out scale: 0 here). A GNN encoder layer (``gcn``, ``sage``, ``gat``) is one node
+with its own kind and operator (``gcn_conv``, ``sage_conv``, ``gat_conv``), like a Linear. The paper traces autograd of a dummy forward pass; walking the
 blocks gives the same nodes without running the model and keeps every parameter tied to
 the node that owns it (``param_node``), which the hypernetworks need.
 """
@@ -114,8 +115,12 @@ def build_graph(model: nn.Module, modalities: list[str]) -> ArchGraph:
 
 
 def _fan_in_of(model: nn.Module, p: Tensor) -> int:
-    """Fan-in of a 1-D parameter: that of the Linear it is the bias of."""
+    """Fan-in of a parameter that is not a weight matrix: that of the layer it is the bias
+    of (an ``nn.Linear``, or a torch_geometric layer, which names it ``in_channels``), else
+    its last dimension (a position table's width, a GAT head's channels)."""
     for mod in model.modules():
         if isinstance(mod, nn.Linear) and mod.bias is p:
             return mod.in_features
+        if getattr(mod, "bias", None) is p and isinstance(getattr(mod, "in_channels", None), int):
+            return int(mod.in_channels)
     return p.shape[-1]
