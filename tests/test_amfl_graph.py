@@ -16,6 +16,7 @@ import torch
 
 from benchmark.amfl import BLOCKS, AMFLNet, ArchSpec, BlockSpec, build_graph
 from benchmark.amfl.blocks import OPERATORS
+from benchmark.amfl.graph import kind_ids
 from benchmark.config import build_run_config
 from benchmark.engine import Engine
 from benchmark.errors import ConfigError
@@ -170,18 +171,18 @@ def test_a_gnn_encoder_on_a_graphless_source_through_the_real_entry_point(tmp_pa
 
 
 def test_the_architecture_graph_of_a_gnn_client_has_its_gnn_layers():
-    kinds = BLOCKS.names()
+    kinds = kind_ids()
     seen = {}
     for kind in GNN:
         net = _net(kind)
         g = build_graph(net, ["image", "signal"])   # raises if a parameter belongs to no node
-        rows = g.features[g.features[:, 1] == kinds.index(kind) + 1]
+        rows = g.features[g.features[:, 1] == kinds[kind]]
         assert rows.shape[0] == 2                                            # one node per layer
         assert set(rows[:, 2].tolist()) == {OPERATORS.index(f"{kind}_conv")}
         assert rows[:, 0].tolist() == [1, 1] and rows[:, 3].tolist() == [1, 1]   # encoder role, image branch
         assert rows[:, 4].tolist() == [1, 2]                                  # layer levels
         # every tensor of the GNN layers is owned by one of those nodes, in data-flow order
-        gnn_nodes = torch.nonzero(g.features[:, 1] == kinds.index(kind) + 1).flatten()
+        gnn_nodes = torch.nonzero(g.features[:, 1] == kinds[kind]).flatten()
         enc = [i for i, (n, _) in enumerate(net.named_parameters()) if n.startswith("encoders.image.")]
         assert set(g.param_node[enc].tolist()) == set(gnn_nodes.tolist())
         assert any((g.edges[0] == gnn_nodes[0]) & (g.edges[1] == gnn_nodes[1]))
@@ -253,7 +254,7 @@ def test_fedmbridge_on_a_graph_population_sends_each_client_only_its_own_weights
     assert all(len(cids) == 1 for cids in sent_to.values())
     assert not {s[3] for s in seen if s[0] == "up"} & set(sent_to)
     # the server knows each GNN client's GNN layers from its uploaded A_i (and nothing of its data graph)
-    kinds = [BLOCKS.names().index(k) + 1 for k in GNN]
+    kinds = [kind_ids()[k] for k in GNN]
     algo = engine.sim.algo
     for c in engine.clients:
         layers = sum(len(b.opts()["widths"]) for _, b in c.arch.encoders if b.kind in GNN)
@@ -283,3 +284,26 @@ def test_heterofl_beats_local_on_a_gcn_and_mlp_graph_population():
     gain = [_shared_label_acc("amfl_heterofl", s, ("gcn", "mlp")) - _shared_label_acc("amfl_local", s, ("gcn", "mlp"))
             for s in (0, 1)]
     assert min(gain) > 0.05 and sum(gain) / 2 > 0.08, gain
+
+
+def test_graph_categories_leave_the_tahn_of_graphless_populations_as_it_was():
+    """The TAHN's embedding rows of GNN kinds and operators come from their own stream: every
+    other parameter equals that of a TAHN built for the vocabulary without graph blocks
+    (so FedMBridge's numbers on the digit suites did not move when the GNN kinds arrived)."""
+    from benchmark.amfl.graph import graph_categories, vocab_sizes
+    from methods.fedmbridge.tahn import TAHN
+
+    kw = dict(embed_dim=8, gnn_widths=[6, 5], task_dim=4, combine="concat", hidden=7, chunk=16, max_chunks=64,
+              chunk_dim=3)
+    full, ext = vocab_sizes(2), graph_categories()
+    assert ext[1] == len(GNN) and ext[2] == len(GNN) and set(ext[:1] + ext[3:]) == {0}
+    torch.manual_seed(3)
+    with_graph = TAHN(full, 4, extension=ext, extension_seed=11, **kw)
+    torch.manual_seed(3)
+    without = TAHN(tuple(v - e for v, e in zip(full, ext)), 4, **kw)
+    for (name, a), (_, b) in zip(with_graph.named_parameters(), without.named_parameters()):
+        assert torch.equal(a[:b.shape[0]], b), name
+    # the graph kinds' ids are the last of the kind column, and those of other kinds do not depend on them
+    ids = kind_ids()
+    assert sorted(ids[k] for k in GNN) == list(range(full[1] - len(GNN), full[1]))
+    assert [k for k in sorted(ids, key=ids.get) if k not in GNN] == [k for k in BLOCKS.names() if k not in GNN]

@@ -364,8 +364,10 @@ class Head(Block):
         return self.linear(xs[0])
 
 
+#: the operators of the GNN encoder layers (``benchmark.amfl.gnn_blocks``)
+GRAPH_OPERATORS = ("gcn_conv", "sage_conv", "gat_conv")
 #: every operator name a block may emit (the graph's operator-type vocabulary); the GNN
 #: layers' operators come last so the earlier ids keep their values
 OPERATORS = ("input", "linear", "token_embed", "pos_embed", "attn_qkv", "attn_out", "add_norm", "align", "mean",
-             "concat", "sum", "outer", "stack", "gcn_conv", "sage_conv", "gat_conv")
+             "concat", "sum", "outer", "stack", *GRAPH_OPERATORS)
 ROLES = ("input", "encoder", "fusion", "trunk", "head")
