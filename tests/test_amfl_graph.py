@@ -307,3 +307,17 @@ def test_graph_categories_leave_the_tahn_of_graphless_populations_as_it_was():
     ids = kind_ids()
     assert sorted(ids[k] for k in GNN) == list(range(full[1] - len(GNN), full[1]))
     assert [k for k in sorted(ids, key=ids.get) if k not in GNN] == [k for k in BLOCKS.names() if k not in GNN]
+
+
+def test_the_amfl_graph_suite_validates_and_its_small_populations_fit():
+    from benchmark.sweep import load_suite
+
+    suite = load_suite("amfl_graph")
+    for scale in ("tiny", "small"):
+        built = suite.cells(scale)
+        assert len({c.cell_id for c in built}) == len(built) == 50
+    for dataset in ("amfl_tiktok", "amfl_fb15k_typing"):
+        cell = next(c.config for c in suite.cells("small") if c.config["dataset"]["name"] == dataset)
+        for seed in range(5):   # the graph can fill the small population of every seed
+            fed = build_federation(build_run_config({**cell, "seed": seed}))
+            assert fed.num_clients == 16 and sum(r["edges"] for r in fed.stats["clients"]) > 0
