@@ -15,6 +15,12 @@ Concretely a client parameter ``encoders.<m>.<rest>`` lives at
 per-modality projection keyed by the modality's name, not its position), the trunk and the
 head at their own names; the supernet tensor of a key is the element-wise maximum shape of
 the clients' tensors there, and a client's tensor is its leading slice.
+
+GNN encoders (``gcn``, ``sage``, ``gat``; ours, the paper has none) need no rule of their
+own: a family is one more encoder channel (rule 3), its ``layers.<k>`` follow rule 2 and
+their widths rule 1, like an MLP's. A GAT layer's attention vectors ([1, heads, channels])
+are sliced like any tensor, so a narrower client holds the leading channels of each head;
+their fan-in (for the initialization bound) is the channels per head, as in the graph A_i.
 """
 
 from __future__ import annotations
@@ -148,7 +154,7 @@ def fan_in(key: str, shapes: dict[str, tuple[int, ...]]) -> int:
     if key.endswith(".bias"):
         weight = shapes.get(re.sub(r"bias$", "weight", key))
         return weight[1] if weight is not None and len(weight) == 2 else shape[0]
-    return shape[1] if len(shape) == 2 else shape[0]
+    return shape[1] if len(shape) == 2 else shape[-1]
 
 
 def _init(key: str, shape: tuple[int, ...], shapes: dict[str, tuple[int, ...]], gen: torch.Generator) -> Tensor:

@@ -8,7 +8,10 @@ edges along the data flow). ``benchmark.amfl.graph`` joins the blocks' operators
 graph, so the graph is derived from what the model really is, never written by hand.
 
 Roles: ``encoder`` (per modality), ``fusion``, ``trunk`` (after the fusion), ``head``
-(the personal final layer). A kind's options are its ``Options`` dataclass (field
+(the personal final layer). A kind that reads the client's graph says so with the class
+flag ``uses_edges`` (the GNN encoders of ``benchmark.amfl.gnn_blocks``): the model hands
+such a block the client's ``edge_index`` and every other block only its inputs, so a block
+that ignores the graph is written, called and merged as before. A kind's options are its ``Options`` dataclass (field
 metadata gives help and constraints, checked by the same validator as every config option
 when the block is built); they come from an architecture spec, not from a run-config
 section, hence ``Options`` rather than ``Config``. LayerNorms carry no affine parameters,
@@ -52,6 +55,17 @@ class Block(nn.Module):
 
     roles: ClassVar[tuple[str, ...]] = ()
     Options: ClassVar[type] = object
+    #: the model passes the client's edge_index as ``forward(xs, edge_index)`` (graph blocks)
+    uses_edges: ClassVar[bool] = False
+    #: the population draws a hidden width from ``partition.widths`` for this encoder kind
+    draws_width: ClassVar[bool] = False
+
+    @classmethod
+    def encoder_options(cls, depth: int, width: int, out_width: int) -> dict:
+        """The options the ``amfl_population`` partitioner gives this kind as an encoder of
+        ``depth`` layers, hidden ``width`` (drawn only when ``draws_width``) and output
+        ``out_width``: each kind maps the population's knobs onto its own options."""
+        return {}
 
     def __init__(self, in_dims: list[int], opts: dict, *, token_dim: int | None = None,
                  out_dim: int | None = None) -> None:
@@ -84,10 +98,15 @@ class MLPBlock(Block):
     """MLP: Linear + ReLU layers of the given widths (an encoder, or the trunk after the fusion)."""
 
     roles = ("encoder", "trunk")
+    draws_width = True
 
     @dataclass
     class Options:
         widths: list[int] = field(default_factory=lambda: [64, 32], metadata=WIDTHS_META)
+
+    @classmethod
+    def encoder_options(cls, depth: int, width: int, out_width: int) -> dict:
+        return {"widths": [width] * (depth - 1) + [out_width]}
 
     def __init__(self, in_dims: list[int], opts: dict, **kw) -> None:
         super().__init__(in_dims, opts, **kw)
@@ -147,6 +166,11 @@ class AttentionAdaptor(Block):
         depth: int = field(default=1, metadata={"help": "self-attention layers", "min": 1})
         width: int = field(default=32, metadata={"help": "token width (key/query/value size)", "min": 1})
         heads: int = field(default=2, metadata={"help": "attention heads (must divide width)", "min": 1})
+
+    @classmethod
+    def encoder_options(cls, depth: int, width: int, out_width: int) -> dict:
+        """Tokens of ``out_width`` (the adaptor's width is its output width)."""
+        return {"depth": depth, "width": out_width, "heads": 2}
 
     def __init__(self, in_dims: list[int], opts: dict, **kw) -> None:
         super().__init__(in_dims, opts, **kw)
@@ -340,7 +364,10 @@ class Head(Block):
         return self.linear(xs[0])
 
 
-#: every operator name a block may emit (the graph's operator-type vocabulary)
+#: the operators of the GNN encoder layers (``benchmark.amfl.gnn_blocks``)
+GRAPH_OPERATORS = ("gcn_conv", "sage_conv", "gat_conv")
+#: every operator name a block may emit (the graph's operator-type vocabulary); the GNN
+#: layers' operators come last so the earlier ids keep their values
 OPERATORS = ("input", "linear", "token_embed", "pos_embed", "attn_qkv", "attn_out", "add_norm", "align", "mean",
-             "concat", "sum", "outer", "stack")
+             "concat", "sum", "outer", "stack", *GRAPH_OPERATORS)
 ROLES = ("input", "encoder", "fusion", "trunk", "head")

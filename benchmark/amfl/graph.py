@@ -6,7 +6,8 @@ one column each): role (input / encoder / fusion / trunk / head), block kind, op
 type, branch (which modality's encoder, or the shared fusion branch), relative layer level
 within the branch, and the fan-in and fan-out widths as log2 shape scales (the paper ranks
 shape sizes into scales with a lookup table and gives non-parametric and input nodes a
-held-out scale: 0 here). The paper traces autograd of a dummy forward pass; walking the
+held-out scale: 0 here). A GNN encoder layer (``gcn``, ``sage``, ``gat``) is one node
+with its own kind and operator (``gcn_conv``, ``sage_conv``, ``gat_conv``), like a Linear. The paper traces autograd of a dummy forward pass; walking the
 blocks gives the same nodes without running the model and keeps every parameter tied to
 the node that owns it (``param_node``), which the hypernetworks need.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from benchmark.amfl.blocks import BLOCKS, OPERATORS, ROLES
+from benchmark.amfl.blocks import BLOCKS, GRAPH_OPERATORS, OPERATORS, ROLES
 
 #: columns of ``ArchGraph.features``
 FEATURES = ("role", "kind", "operator", "branch", "level", "fan_in", "fan_out")
@@ -36,6 +37,24 @@ def vocab_sizes(num_modalities: int) -> tuple[int, ...]:
     """Number of categories of each feature column (for embedding tables)."""
     return (len(ROLES), len(BLOCKS.names()) + 1, len(OPERATORS), num_modalities + 1, MAX_LEVEL + 1,
             MAX_SCALE + 1, MAX_SCALE + 1)
+
+
+def kind_ids() -> dict[str, int]:
+    """Block kind -> its category (1-based; 0 = an input node): the kinds that ignore the
+    graph in name order, then the graph kinds (``uses_edges``) in name order. Graph kinds
+    and graph operators thus take the last categories of their columns, which
+    ``graph_categories`` names, and every other kind keeps the id it had before graphs."""
+    names = BLOCKS.names()
+    order = [k for k in names if not BLOCKS.get(k).uses_edges] + [k for k in names if BLOCKS.get(k).uses_edges]
+    return {k: i + 1 for i, k in enumerate(order)}
+
+
+def graph_categories() -> tuple[int, ...]:
+    """Per feature column, how many of its last categories belong to graph blocks (GNN kinds
+    and their operators): the TAHN draws their embeddings from a stream of their own, so a
+    population without graph blocks gets the initialization it had before they existed."""
+    graph_kinds = sum(1 for k in BLOCKS.names() if BLOCKS.get(k).uses_edges)
+    return (0, graph_kinds, len(GRAPH_OPERATORS), 0, 0, 0, 0)
 
 
 @dataclass
@@ -63,7 +82,7 @@ class ArchGraph:
 
 def build_graph(model: nn.Module, modalities: list[str]) -> ArchGraph:
     """A_i of an ``AMFLNet`` (``modalities``: the federation's modality vocabulary)."""
-    kinds = BLOCKS.names()
+    kinds = kind_ids()
     rows: list[list[int]] = []
     edges: list[tuple[int, int]] = []
     owner: dict[int, int] = {}
@@ -91,7 +110,7 @@ def build_graph(model: nn.Module, modalities: list[str]) -> ArchGraph:
             if op.params:
                 level[branch] += 1
                 lvl = min(level[branch], MAX_LEVEL)
-            rows.append([ROLES.index(role), kinds.index(block.registry_name) + 1, OPERATORS.index(op.op),
+            rows.append([ROLES.index(role), kinds[block.registry_name], OPERATORS.index(op.op),
                          modalities.index(branch) + 1 if branch else 0, lvl, shape_scale(op.fan_in),
                          shape_scale(op.fan_out)])
             for name in op.params:
@@ -114,8 +133,12 @@ def build_graph(model: nn.Module, modalities: list[str]) -> ArchGraph:
 
 
 def _fan_in_of(model: nn.Module, p: Tensor) -> int:
-    """Fan-in of a 1-D parameter: that of the Linear it is the bias of."""
+    """Fan-in of a parameter that is not a weight matrix: that of the layer it is the bias
+    of (an ``nn.Linear``, or a torch_geometric layer, which names it ``in_channels``), else
+    its last dimension (a position table's width, a GAT head's channels)."""
     for mod in model.modules():
         if isinstance(mod, nn.Linear) and mod.bias is p:
             return mod.in_features
+        if getattr(mod, "bias", None) is p and isinstance(getattr(mod, "in_channels", None), int):
+            return int(mod.in_channels)
     return p.shape[-1]

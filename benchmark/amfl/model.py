@@ -1,4 +1,8 @@
-"""An AMFL client's model, built from its ``ArchSpec``: encoders -> fusion -> trunk -> head."""
+"""An AMFL client's model, built from its ``ArchSpec``: encoders -> fusion -> trunk -> head.
+
+A client that holds a graph passes its ``edge_index`` along; the model hands it to the
+blocks that declare ``uses_edges`` (GNN encoders) and to no other, so a model without
+graph blocks computes exactly what it did before graphs existed."""
 
 from __future__ import annotations
 
@@ -8,6 +12,16 @@ from torch import Tensor, nn
 from benchmark.amfl.blocks import BLOCKS, Block
 from benchmark.amfl.spec import ArchSpec
 from benchmark.errors import ConfigError
+
+
+def _run(block: Block, xs: list[Tensor], edge_index: Tensor) -> Tensor:
+    """One block on its inputs; a graph block also gets the edges."""
+    return block(xs, edge_index) if block.uses_edges else block(xs)
+
+
+def _no_edges(features: dict[str, Tensor]) -> Tensor:
+    """An empty edge list on the features' device (rows that come without a graph)."""
+    return torch.empty(2, 0, dtype=torch.long, device=next(iter(features.values())).device)
 
 
 def _block(spec_block, in_dims: list[int], where: str, **kw) -> Block:
@@ -47,14 +61,31 @@ class AMFLNet(nn.Module):
             out.append(("fusion", "", self.fusion))
         return out + [("trunk", "", self.trunk), ("head", "", self.head)]
 
-    def embed(self, features: dict[str, Tensor]) -> Tensor:
-        """The trunk's output (what a distillation method may compare)."""
-        hs = [enc([features[m]]) for m, enc in self.encoders.items()]
-        h = hs[0] if self.fusion is None else self.fusion(hs)
-        return self.trunk([h])
+    @property
+    def uses_edges(self) -> bool:
+        """Whether any block reads the graph (then a row's output depends on its neighbours)."""
+        return any(b.uses_edges for _, _, b in self.blocks())
 
-    def forward(self, features: dict[str, Tensor]) -> Tensor:
-        return self.head([self.embed(features)])
+    def embed(self, features: dict[str, Tensor], edge_index: Tensor | None = None) -> Tensor:
+        """The trunk's output (what a distillation method may compare). ``edge_index`` is the
+        graph over the rows of ``features``; rows given without one (FedDistill*'s public set:
+        no upload ever carries edges) are isolated nodes to a graph block."""
+        edge_index = _no_edges(features) if edge_index is None else edge_index
+        hs = [_run(enc, [features[m]], edge_index) for m, enc in self.encoders.items()]
+        h = hs[0] if self.fusion is None else _run(self.fusion, hs, edge_index)
+        return _run(self.trunk, [h], edge_index)
+
+    def forward(self, features: dict[str, Tensor], edge_index: Tensor | None = None) -> Tensor:
+        edge_index = _no_edges(features) if edge_index is None else edge_index
+        return _run(self.head, [self.embed(features, edge_index)], edge_index)
+
+    def logits_at(self, features: dict[str, Tensor], edge_index: Tensor, idx: Tensor) -> Tensor:
+        """Logits of rows ``idx`` of a client: a graph model runs over the whole client graph
+        (a row's neighbours may lie outside the batch; only the rows' loss is taken), a model
+        without graph blocks on the rows alone."""
+        if self.uses_edges:
+            return self(features, edge_index)[idx]
+        return self({m: x[idx] for m, x in features.items()})
 
 
 def flat_params(model: nn.Module) -> Tensor:

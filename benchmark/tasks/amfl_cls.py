@@ -4,7 +4,11 @@ label space; ACC = mean over clients of personal test accuracy (FedMBridge §5.1
 The engine weights clients by the ``n`` each reports; ACC is a plain mean over clients,
 so every client reports ``n = 1`` for val and test (the split sizes are in ``size``).
 Local training is mini-batch (Table 5: batch 128) through the core loop; batches are
-drawn from the training rows only, so no validation or test row ever enters a loss.
+drawn from the training rows only, so no validation or test row ever enters a loss. A
+client that holds a subgraph (the ``amfl_graph`` sources) passes its edges to the model:
+a GNN encoder runs over the whole client graph (transductive, as the graph track's node
+classification: validation and test nodes' features, never their labels, reach their
+neighbours) and the loss is taken at the batch's rows.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ class AMFLClassification(Task):
 
     def batch_loss(self, model: nn.Module, client: AMFLClientData, idx: Tensor) -> Tensor:
         """Cross-entropy on training rows ``idx``."""
-        return F.cross_entropy(model(client.rows(idx)), client.y[idx])
+        return F.cross_entropy(model.logits_at(client.features, client.edge_index, idx), client.y[idx])
 
     def loss(self, model: nn.Module, client: AMFLClientData) -> Tensor:
         return self.batch_loss(model, client, client.split_index("train"))
@@ -56,7 +60,7 @@ class AMFLClassification(Task):
     def evaluate(self, model: nn.Module, client: AMFLClientData) -> dict[str, dict[str, float]]:
         was_training = model.training
         model.eval()
-        pred = model(client.features).argmax(-1)
+        pred = model(client.features, client.edge_index).argmax(-1)
         model.train(was_training)
         out: dict[str, dict[str, float]] = {}
         for split in SPLITS:

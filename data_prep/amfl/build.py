@@ -41,7 +41,8 @@ def _keys(source: AMFLSource, cfg: RunConfig, params: dict[str, Any]) -> tuple[s
 
 def make_client(cid: int, plan: ClientPlan, source: AMFLSource, noise: float, seed: int) -> AMFLClientData:
     """One client: its samples in train, val, test order, only its own modalities, its
-    labels relabelled 0..C-1, client-seeded feature noise."""
+    labels relabelled 0..C-1, client-seeded feature noise, and the source's edges among its
+    own samples only (none for a source without a graph)."""
     ids = torch.from_numpy(np.concatenate([plan.samples[s] for s in ("train", "val", "test")])).long()
     sizes = [len(plan.samples[s]) for s in ("train", "val", "test")]
     gen = torch.Generator().manual_seed(int(seeded_rng(seed, f"amfl/noise/{cid}").integers(2**62)))
@@ -53,9 +54,10 @@ def make_client(cid: int, plan: ClientPlan, source: AMFLSource, noise: float, se
     relabel[torch.tensor(plan.classes)] = torch.arange(len(plan.classes))
     n = int(ids.numel())
     split = torch.repeat_interleave(torch.arange(3), torch.tensor(sizes))
+    edges, _ = source.subgraph(ids)
     return AMFLClientData(
         cid=cid, global_ids=ids, features=feats, available=torch.ones(n, len(feats), dtype=torch.bool),
-        edge_index=torch.empty(2, 0, dtype=torch.long), y=relabel[source.y[ids]],
+        edge_index=edges, y=relabel[source.y[ids]],
         train_mask=split == 0, val_mask=split == 1, test_mask=split == 2, num_classes=len(plan.classes),
         arch=plan.arch, token_dims={m: source.token_dims.get(m, source.feature_dims[m]) for m in feats})
 
@@ -73,16 +75,18 @@ def build_amfl_federation(cfg: RunConfig, source: AMFLSource) -> FederatedData:
         source, cfg.partition.num_clients, (cfg.split.train, cfg.split.val, cfg.split.test))
     clients = [make_client(cid, plan, source, pop_cfg.noise, cfg.seed) for cid, plan in enumerate(population.clients)]
     key, recipe = _keys(source, cfg, dataclasses.asdict(pop_cfg))
-    rows = [{"cid": c.cid, "nodes": c.num_nodes, "edges": 0, "boundary_edges": 0, "train": int(c.train_mask.sum()),
+    rows = [{"cid": c.cid, "nodes": c.num_nodes, "edges": int(c.edge_index.shape[1] // 2),
+             "boundary_edges": source.subgraph(c.global_ids)[1], "train": int(c.train_mask.sum()),
              "val": int(c.val_mask.sum()), "test": int(c.test_mask.sum()),
              "labels": torch.bincount(c.y, minlength=c.num_classes).tolist(),
              "available": {m: 1.0 if m in c.features else 0.0 for m in source.modalities},
              "group": p.group, "arch": p.arch.to_dict(), "classes": p.classes}
             for c, p in zip(clients, population.clients)]
-    stats = {"clients": rows, "dropped_edges": 0, "dropped_nodes": 0, "artifact_hash": key,
+    kept = sum(r["edges"] for r in rows)
+    stats = {"clients": rows, "dropped_edges": source.num_edges - kept, "dropped_nodes": 0, "artifact_hash": key,
              "artifact_recipe": recipe, "artifact_reused": False, "partition_info": population.info,
              "missing_info": {"method": "none"}, "dataset": source.name, "num_nodes": source.num_samples,
-             "num_edges": 0, "caption": source.caption,
+             "num_edges": source.num_edges, "caption": source.caption,
              "summary": [f"AMFL: {len(clients)} clients, {population.info['architectures']} architectures; "
                          + ", ".join(f"{g}: {n}" for g, n in sorted(Counter(p.group for p in population.clients)
                                                                    .items())),

@@ -65,11 +65,13 @@ class AMFLPopulation:
         fusions: list[str] = field(default_factory=lambda: ["avg_align", "concat", "sum", "tensor", "cross_attn"],
                                    metadata={"help": "fusion block kinds multimodal clients cycle through"})
         encoders: list[str] = field(default_factory=lambda: ["mlp", "attn"], metadata={
-            "help": "encoder block kinds a client draws from per modality"})
+            "help": "encoder block kinds a client draws from per modality: mlp, attn, or the GNN families gcn, "
+                    "sage, gat over the client's subgraph (graph sources only: amfl_graph_digits, amfl_tiktok, "
+                    "amfl_fb15k_typing)"})
         depths: list[int] = field(default_factory=lambda: [1, 2], metadata={
-            "help": "encoder depths (layers) the groups cycle through", "min": 1})
+            "help": "encoder depths (layers; message-passing hops for a GNN) the groups cycle through", "min": 1})
         widths: list[int] = field(default_factory=lambda: [32, 64], metadata={
-            "help": "hidden widths an MLP encoder draws from", "min": 1})
+            "help": "hidden widths an MLP or GNN encoder draws from", "min": 1})
         out_width: int = field(default=32, metadata={"help": "output width of every encoder", "min": 1})
         trunk: list[int] = field(default_factory=lambda: [64, 32], metadata={
             "help": "widths of the MLP after the fusion (Appendix A)", "min": 1})
@@ -143,15 +145,32 @@ class AMFLPopulation:
 
     # ------------------------------------------------------------------ clients
     def _encoder(self, rng: np.random.Generator, depth: int) -> BlockSpec:
+        """One modality's encoder: a kind drawn from ``encoders``, a hidden width from
+        ``widths`` when the kind takes one; the kind maps depth and widths onto its options."""
         kinds = list(self.cfg.encoders)
-        kind = kinds[rng.integers(len(kinds))]
-        if kind == "mlp":
-            widths = list(self.cfg.widths)
-            width = widths[rng.integers(len(widths))]
-            return BlockSpec.make("mlp", widths=[width] * (depth - 1) + [self.cfg.out_width])
-        if kind == "attn":
-            return BlockSpec.make("attn", depth=depth, width=self.cfg.out_width, heads=2)
-        return BlockSpec.make(kind)
+        cls = BLOCKS.get(kinds[rng.integers(len(kinds))])
+        widths = list(self.cfg.widths)
+        width = widths[rng.integers(len(widths))] if cls.draws_width else self.cfg.out_width
+        return BlockSpec.make(cls.registry_name, **cls.encoder_options(depth, width, self.cfg.out_width))
+
+    def check_blocks(self, source: Any) -> None:
+        """One-line errors for block kinds the population cannot draw: unknown, not an
+        encoder (or not a fusion), or a graph encoder on a source without edges."""
+        from benchmark.errors import unknown
+
+        for role, names in (("encoder", self.cfg.encoders), ("fusion", self.cfg.fusions)):
+            for name in names:
+                if name not in BLOCKS:
+                    raise ConfigError(f"partition 'amfl_population': {role}s: "
+                                      + str(unknown("block", name, BLOCKS.names())))
+                if role not in BLOCKS.get(name).roles:
+                    raise ConfigError(f"partition 'amfl_population': {role}s names block '{name}', which is not "
+                                      f"a{'n' if role == 'encoder' else ''} {role}")
+        graph = [k for k in self.cfg.encoders if BLOCKS.get(k).uses_edges]
+        if graph and source.num_edges == 0:
+            raise ConfigError(f"partition 'amfl_population': encoder '{graph[0]}' is a GNN, but '{source.name}' has "
+                              f"no edges (use a graph source such as amfl_graph_digits, amfl_tiktok or "
+                              f"amfl_fb15k_typing, or non-graph encoders such as mlp, attn)")
 
     def draw(self, source: Any, num_clients: int, fractions: tuple[float, float, float]) -> Population:
         """The population over ``source`` (an ``AMFLSource``)."""
@@ -161,14 +180,12 @@ class AMFLPopulation:
         if c.classes_per_client > source.num_classes:
             raise ConfigError(f"partition.classes_per_client ({c.classes_per_client}) exceeds the "
                               f"{source.num_classes} classes of '{source.name}'")
+        self.check_blocks(source)
         combos = self.combinations(source.modalities)
         counts = self.counts(combos, num_clients)
         trunk = BlockSpec.make("mlp", widths=list(c.trunk))
-        pools = {k: seeded_rng(self.seed, f"amfl/pool/{k}").permutation(np.flatnonzero(source.y.numpy() == k))
-                 for k in range(source.num_classes)}
-        taken = {k: 0 for k in pools}
-        need = {k: 0 for k in pools}
-        used = {k: 0 for k in pools}
+        dealer = source.dealer(self.seed)
+        used = {k: 0 for k in range(source.num_classes)}
         clients: list[ClientPlan] = []
         group_counts: dict[str, int] = {}
         for combo, count in zip(combos, counts):
@@ -193,10 +210,7 @@ class AMFLPopulation:
                 n = max(3 * c.classes_per_client, int(round(rng.normal(c.samples_mean, c.samples_std))))
                 per = [n // len(classes) + (1 if i < n % len(classes) else 0) for i in range(len(classes))]
                 splits: dict[str, list[int]] = {"train": [], "val": [], "test": []}
-                for k, s in zip(classes, per):
-                    need[k] += s
-                    ids = pools[k][taken[k]: taken[k] + s]
-                    taken[k] += s
+                for (k, s), ids in zip(zip(classes, per), dealer.deal(list(zip(classes, per)), rng)):
                     n_val = max(1, int(round(s * fractions[1])))
                     n_test = max(1, int(round(s * fractions[2])))
                     n_train = s - n_val - n_test
@@ -205,15 +219,15 @@ class AMFLPopulation:
                     splits["test"] += ids[n_train + n_val:].tolist()
                 clients.append(ClientPlan(arch, group, classes,
                                           {k: np.asarray(v, dtype=np.int64) for k, v in splits.items()}))
-        short = [(k, need[k], len(pools[k])) for k in pools if need[k] > len(pools[k])]
+        short = dealer.shortage()
         if short:
-            k, want, have = max(short, key=lambda t: t[1] - t[2])
+            k, want, have = short
             raise ConfigError(f"AMFL population larger than '{source.name}' can fill: its {num_clients} clients "
                               f"need {want} samples of class {k}, the data has {have} (lower partition.num_clients, "
                               f"samples_mean or classes_per_client)")
         info = {"method": "amfl_population", "groups": group_counts,
                 "combinations": {"+".join(cb): n for cb, n in zip(combos, counts)},
-                "architectures": len({p.arch.key() for p in clients})}
+                "architectures": len({p.arch.key() for p in clients}), "pieces": dealer.pieces}
         return Population(clients, info)
 
     def split(self, dataset: Any, num_clients: int) -> Any:

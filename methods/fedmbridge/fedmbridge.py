@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from benchmark.amfl.graph import ArchGraph, build_graph, vocab_sizes
+from benchmark.amfl.graph import ArchGraph, build_graph, graph_categories, vocab_sizes
 from benchmark.amfl.model import flat_params, load_flat
 from benchmark.comm import Payload
 from benchmark.registry import ALGORITHMS
@@ -97,8 +97,9 @@ class FedMBridge(AMFLAlgorithm):
             torch.manual_seed(stream_seed(ctx.seed, "fedmbridge/tahn"))
             self.tahn = TAHN(vocab_sizes(len(ctx.modalities)), len(ctx.client_ids), embed_dim=c.embed_dim,
                              gnn_widths=list(c.gnn_widths[:c.gnn_layers]), task_dim=c.task_dim, combine=c.combine,
-                             hidden=c.hidden, chunk=c.chunk, max_chunks=c.max_chunks,
-                             chunk_dim=c.chunk_dim).to(ctx.device)
+                             hidden=c.hidden, chunk=c.chunk, max_chunks=c.max_chunks, chunk_dim=c.chunk_dim,
+                             extension=graph_categories(),
+                             extension_seed=stream_seed(ctx.seed, "fedmbridge/tahn/graph")).to(ctx.device)
         groups = [{"params": self.tahn.phi(), "weight_decay": c.server_weight_decay},
                   {"params": [self.tahn.tasks.weight], "weight_decay": 0.0}]
         self.opt = SERVER_OPTIMIZERS[c.server_optimizer](groups, lr=c.server_lr)

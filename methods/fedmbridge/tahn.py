@@ -1,7 +1,9 @@
 """The topology-aware hypernetwork (TAHN, §4.3): h(A_i, c_i; phi) = Comb(c_i, Role(A_i; phi1); phi2).
 
 * ``RoleEncoder`` (phi1, Eq. 7-8): the K categorical node features are embedded (one
-  table per column, summed, width ``embed_dim``) and passed through L layers of
+  table per column, summed, width ``embed_dim``; the categories of graph blocks, GNN kinds
+  and their operators, are drawn from a seeded stream of their own, ``extension_seed``, so
+  a population without graph blocks starts from the TAHN it had before they existed) and passed through L layers of
   z_v = sigma(W_self z_v + W_in sum_{u->v} z_u + W_out sum_{v->w} z_w + b), messages
   from in- and out-neighbours kept apart. Table 5: L = 4, widths [32, 64, 64, 32], role
   embedding S = 32. Paper silent: the last layer has no activation (role embeddings are
@@ -29,12 +31,25 @@ from benchmark.amfl.graph import ArchGraph
 from benchmark.errors import ConfigError
 
 
+def _table(size: int, extension: int, dim: int, side: torch.Generator) -> nn.Embedding:
+    """An embedding table whose first ``size - extension`` rows come from the global stream
+    (as a plain ``nn.Embedding``) and whose last ``extension`` rows from ``side``."""
+    table = nn.Embedding(size - extension, dim)
+    if extension:
+        rows = torch.randn(extension, dim, generator=side)
+        table = nn.Embedding.from_pretrained(torch.cat([table.weight.detach(), rows]), freeze=False)
+    return table
+
+
 class RoleEncoder(nn.Module):
     """phi1: layer-role embeddings Z^(L) of every node of an architecture graph."""
 
-    def __init__(self, vocab: tuple[int, ...], embed_dim: int, widths: list[int]) -> None:
+    def __init__(self, vocab: tuple[int, ...], embed_dim: int, widths: list[int], extension: tuple[int, ...] = (),
+                 extension_seed: int = 0) -> None:
         super().__init__()
-        self.embeds = nn.ModuleList(nn.Embedding(v, embed_dim) for v in vocab)
+        ext = tuple(extension) + (0,) * (len(vocab) - len(extension))
+        side = torch.Generator().manual_seed(extension_seed)
+        self.embeds = nn.ModuleList(_table(v, e, embed_dim, side) for v, e in zip(vocab, ext))
         dims = [embed_dim, *widths]
         self.self_w = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.in_w = nn.ModuleList(nn.Linear(a, b, bias=False) for a, b in zip(dims[:-1], dims[1:]))
@@ -124,9 +139,10 @@ class TAHN(nn.Module):
     """phi = {phi1, phi2} plus the task embeddings c_i of every client (all on the server)."""
 
     def __init__(self, vocab: tuple[int, ...], num_clients: int, *, embed_dim: int, gnn_widths: list[int],
-                 task_dim: int, combine: str, hidden: int, chunk: int, max_chunks: int, chunk_dim: int) -> None:
+                 task_dim: int, combine: str, hidden: int, chunk: int, max_chunks: int, chunk_dim: int,
+                 extension: tuple[int, ...] = (), extension_seed: int = 0) -> None:
         super().__init__()
-        self.role = RoleEncoder(vocab, embed_dim, gnn_widths)
+        self.role = RoleEncoder(vocab, embed_dim, gnn_widths, extension, extension_seed)
         self.tasks = nn.Embedding(num_clients, task_dim)
         nn.init.normal_(self.tasks.weight, std=1.0 / math.sqrt(task_dim))
         self.generator = WeightGenerator(task_dim, self.role.out_dim, combine, hidden, chunk, max_chunks, chunk_dim)
