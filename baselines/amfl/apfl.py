@@ -60,11 +60,15 @@ class Mixture(nn.Module):
         self.glob = glob
         self.alpha = alpha
 
-    def forward(self, features: dict[str, Tensor]) -> Tensor:
+    @property
+    def uses_edges(self) -> bool:
+        return bool(getattr(self.local, "uses_edges", False))
+
+    def forward(self, features: dict[str, Tensor], edge_index: Tensor | None = None) -> Tensor:
         a = self.alpha.clamp(0.0, 1.0)
         w = self.glob.weights()
         mixed = {n: a * v + (1 - a) * w[n].detach() for n, v in self.local.named_parameters()}
-        return functional_call(self.local, mixed, (features,))
+        return functional_call(self.local, mixed, (features, edge_index))
 
 
 @ALGORITHMS.register("amfl_apfl")

@@ -81,5 +81,9 @@ class MaskedNet(nn.Module):
     def weights(self) -> dict[str, Tensor]:
         return apply_masks(dict(self.net.named_parameters()), self.masks)
 
-    def forward(self, features: dict[str, Tensor]) -> Tensor:
-        return functional_call(self.net, self.weights(), (features,))
+    @property
+    def uses_edges(self) -> bool:
+        return bool(getattr(self.net, "uses_edges", False))
+
+    def forward(self, features: dict[str, Tensor], edge_index: Tensor | None = None) -> Tensor:
+        return functional_call(self.net, self.weights(), (features, edge_index))

@@ -80,12 +80,17 @@ class AMFLNet(nn.Module):
         return _run(self.head, [self.embed(features, edge_index)], edge_index)
 
     def logits_at(self, features: dict[str, Tensor], edge_index: Tensor, idx: Tensor) -> Tensor:
-        """Logits of rows ``idx`` of a client: a graph model runs over the whole client graph
-        (a row's neighbours may lie outside the batch; only the rows' loss is taken), a model
-        without graph blocks on the rows alone."""
-        if self.uses_edges:
-            return self(features, edge_index)[idx]
-        return self({m: x[idx] for m, x in features.items()})
+        return logits_at(self, features, edge_index, idx)
+
+
+def logits_at(model: nn.Module, features: dict[str, Tensor], edge_index: Tensor, idx: Tensor) -> Tensor:
+    """Logits of rows ``idx`` of a client: a graph model runs over the whole client graph (a
+    row's neighbours may lie outside the batch; only the rows' loss is taken), a model without
+    graph blocks on the rows alone. ``model`` is an ``AMFLNet`` or a wrapper of one (a masked
+    or mixed net) that says ``uses_edges`` and takes ``(features, edge_index)``."""
+    if getattr(model, "uses_edges", False):
+        return model(features, edge_index)[idx]
+    return model({m: x[idx] for m, x in features.items()})
 
 
 def flat_params(model: nn.Module) -> Tensor:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from benchmark.amfl.client import AMFLClientData
+from benchmark.amfl.model import logits_at
 from benchmark.metrics import accuracy
 from benchmark.registry import TASKS
 from benchmark.tasks.base import SPLITS, Task
@@ -47,7 +48,7 @@ class AMFLClassification(Task):
 
     def batch_loss(self, model: nn.Module, client: AMFLClientData, idx: Tensor) -> Tensor:
         """Cross-entropy on training rows ``idx``."""
-        return F.cross_entropy(model.logits_at(client.features, client.edge_index, idx), client.y[idx])
+        return F.cross_entropy(logits_at(model, client.features, client.edge_index, idx), client.y[idx])
 
     def loss(self, model: nn.Module, client: AMFLClientData) -> Tensor:
         return self.batch_loss(model, client, client.split_index("train"))
