@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   -> local venv, install, run the default demo (table + plot under tables/)
-#   make test   -> local venv, install with dev extras, run the test suite
+#   make test   -> local venv, install with the dev and scale extras (Ray, Flower), run the test suite
 # On a GPU machine choose the torch build: make demo TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"
 
 PYTHON ?= python3
@@ -17,7 +17,7 @@ $(PY):
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_SPEC)
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,scale]"
 	touch $(STAMP)
 
 install: $(STAMP)

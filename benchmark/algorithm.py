@@ -12,6 +12,13 @@ The engine drives an algorithm through these hooks and nothing else:
   model on the client's data, or the client's personal model when ``personalized``.
 
 Payloads are flat ``dict[str, Tensor]``. A client only ever sees its own ``ClientData``.
+
+Server hooks (``init_server``, ``setup_aggregate``, ``aggregate``) and client hooks
+(``setup_*`` uploads and receives, ``client_update``, ``evaluate``) run on two different
+instances of the class (``benchmark.roles``): a client hook has no server object, so it
+rebuilds a broadcast model from what it received (:meth:`ModelAlgorithm.received_model`)
+and keeps every memory in its ``state``. ``evaluate`` may take a keyword ``rnd`` (the
+round just aggregated) when the evaluated model depends on it.
 """
 
 from __future__ import annotations
@@ -142,6 +149,13 @@ class ModelAlgorithm(Algorithm):
             state["model"] = model
             state["opt"] = torch.optim.Adam(model.parameters(), lr=train.lr, weight_decay=train.weight_decay)
         return state["model"], state["opt"]
+
+    def received_model(self, received: Payload, prefix: str = "model.") -> nn.Module:
+        """A model holding the ``prefix`` entries of a received payload, built on the client
+        side (evaluation of a global model needs no server object)."""
+        model = self.build_model()
+        load_model_payload(model, received, prefix)
+        return model
 
     def local_train(self, model: nn.Module, opt: torch.optim.Optimizer, client: ClientData,
                     extra_loss: Callable[[nn.Module], Tensor] | None = None,

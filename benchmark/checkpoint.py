@@ -39,6 +39,7 @@ from __future__ import annotations
 import builtins
 import importlib
 import inspect
+import io
 import os
 import pickle
 import random
@@ -55,7 +56,7 @@ import torch
 from benchmark.errors import first_line
 
 FORMAT = "fedmm-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: every hook runs under its own seed (benchmark.roles)
 PROJECT_PACKAGES = frozenset({"benchmark", "baselines", "methods", "data_prep"})
 _IMPORTABLE = PROJECT_PACKAGES | {"torch", "torch_geometric", "numpy", "builtins", "typing", "_operator",
                                   "operator", "inspect", "collections"}
@@ -160,9 +161,11 @@ def admissible(name: str) -> bool:
     return False
 
 
-def _allowed_globals(path: Path) -> list[tuple[Any, str]]:
+def _allowed_globals(path: Path | io.BytesIO) -> list[tuple[Any, str]]:
     """Resolve the globals of ``path``; raise BadCheckpoint naming the first refused one."""
     try:
+        if isinstance(path, io.BytesIO):
+            path.seek(0)
         names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
     except Exception as e:  # noqa: BLE001 - any failure to parse means a damaged file
         raise BadCheckpoint(f"unreadable ({type(e).__name__}: {first_line(e)[:160]})") from e
@@ -255,6 +258,28 @@ def read(path: Path, config_hash: str, map_location: Any = None) -> tuple[Any, d
     return blob["sim"], blob["rng"]
 
 
+def dumps(obj: Any) -> bytes:
+    """``obj`` (a client's state: models, optimizers, tensors, containers) as bytes that
+    :func:`loads` reads back under the same allowlist as a checkpoint file."""
+    buf = io.BytesIO()
+    torch.save(obj, buf, pickle_module=_PickleModule)
+    return buf.getvalue()
+
+
+def loads(data: bytes, map_location: Any = None) -> Any:
+    """Read :func:`dumps` output with ``weights_only=True`` and the per-file allowlist;
+    BadCheckpoint when it names anything a checkpoint may not load."""
+    buf = io.BytesIO(data)
+    allowed = _allowed_globals(buf)
+    buf.seek(0)
+    try:
+        with torch.serialization.safe_globals(allowed):
+            return torch.load(buf, map_location=map_location, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile, ValueError, KeyError,
+            AttributeError, TypeError) as e:
+        raise BadCheckpoint(f"unreadable ({type(e).__name__}: {first_line(e)[:160]})") from e
+
+
 def quarantine(path: Path, reason: str) -> Path:
     """Rename a bad checkpoint aside and say so in one line on stderr."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -284,5 +309,5 @@ def load(path: Path, config_hash: str, map_location: Any = None) -> Any | None:
     return sim
 
 
-__all__ = ["BadCheckpoint", "FORMAT", "VERSION", "admissible", "load", "quarantine", "read", "rng_state",
+__all__ = ["BadCheckpoint", "FORMAT", "VERSION", "admissible", "dumps", "load", "loads", "quarantine", "read", "rng_state",
            "rng_tensors", "save", "set_rng_state"]

@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_set(r)
     r.add_argument("--out", help="append the record to this JSON-lines file")
     r.add_argument("--no-resume", dest="resume", action="store_false", help="ignore an existing checkpoint")
+    r.add_argument("--backend", default="inprocess",
+                   help="inprocess (default) or flower: Flower's simulation engine, a ServerApp and one ClientApp "
+                        "per client (needs the scale extra)")
 
     s = sub.add_parser("sweep", help="run every missing cell of a suite")
     s.add_argument("suite")
@@ -40,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retry-failed", action="store_true", help="run failed cells again")
     s.add_argument("--isolate", action="store_true", default=None,
                    help="run every cell in a fresh process (per-cell peak memory); suites may set isolate: true")
+    s.add_argument("--backend", default="joblib",
+                   help="joblib (local processes, default) or ray: Ray tasks on a local instance or --address")
+    s.add_argument("--address", default=None,
+                   help="with --backend ray: the address of a running Ray cluster (e.g. 10.0.0.5:6379 or auto)")
     s.add_argument("--only", action="append", default=[], metavar="KEY=VALUE",
                    help="run only the cells with this grid value or seed (repeatable), e.g. --only partition.num_clients=3")
     _add_set(s)
@@ -94,12 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    from benchmark.backends import run_backend
     from benchmark.config import load_config
-    from benchmark.engine import Engine
     from benchmark.results import ResultStore
 
     cfg = load_config(a.config, a.overrides)
-    record = Engine(cfg, progress=True).run(resume=a.resume)
+    record = run_backend(a.backend)(cfg, progress=True, resume=a.resume)
     record["params"] = {"config": a.config or "defaults", "overrides": a.overrides}
     if a.out:
         ResultStore(a.out).append(record)
@@ -128,6 +135,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
     suite = load_suite(a.suite)
     overrides = dict(parse_override(o) for o in a.overrides)
+    if a.address and a.backend != "ray":
+        raise BenchmarkError("--address is for --backend ray")
     if is_stats_suite(suite):  # statistics of built federations (Table II): nothing to train
         if overrides:
             raise BenchmarkError(f"suite '{suite.name}' computes dataset statistics; --set does not apply")
@@ -135,7 +144,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     else:
         only = dict(parse_override(o) for o in a.only)
         records, ran = run_suite(suite, a.scale, a.jobs, a.results, a.retry_failed, overrides=overrides, only=only,
-                                 isolate=a.isolate)
+                                 isolate=a.isolate, backend=a.backend, address=a.address)
     failed = [r for r in records if r.get("status") != "ok"]
     print(f"{suite.name}: {ran} cells run now, {len(records)} recorded, {len(failed)} failed")
     for r in failed[:10]:

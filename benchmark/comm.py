@@ -19,6 +19,10 @@ from torch import Tensor
 from benchmark.federation import ClientData
 
 Payload = dict[str, Tensor]
+#: the phases of an algorithm's own traffic; "eval" holds what a remote engine (Flower) must
+#: send to score the clients, which an in-process run reads for free: kept apart so bytes
+#: per round mean the same on every backend
+ALGORITHM_PHASES = ("setup", "train")
 
 
 def payload_bytes(payload: Payload) -> int:
@@ -29,7 +33,7 @@ def payload_bytes(payload: Payload) -> int:
 @dataclass
 class LedgerEntry:
     round: int
-    phase: str          # "setup" (one-time exchange) or "train"
+    phase: str          # "setup" (one-time exchange), "train", or "eval" (a remote engine's scoring)
     direction: str      # "up" (client -> server) or "down" (server -> client)
     cid: int
     name: str
@@ -72,6 +76,23 @@ class RawDataFingerprint:
         return None
 
 
+def audit_findings(rnd: int, cid: int, payload: Payload, raw: RawDataFingerprint,
+                   declared: tuple[str, ...] | None) -> list[str]:
+    """What is wrong with one upload: undeclared names, raw rows, labels or edges.
+
+    A pure function of the upload and the client's own data, so it runs where the data is
+    (the engine in process, the client itself under Flower) and reads the same either way.
+    """
+    found: list[str] = []
+    for name, t in payload.items():
+        if declared is not None and not any(re.fullmatch(p, name) for p in declared):
+            found.append(f"round {rnd}, client {cid}: undeclared payload '{name}'")
+        reason = raw.leaks(name, t)
+        if reason:
+            found.append(f"round {rnd}, client {cid}: {reason}")
+    return found
+
+
 @dataclass
 class Ledger:
     """Append-only log of payloads, with per-round byte totals and an upload audit."""
@@ -91,13 +112,7 @@ class Ledger:
     def audit_upload(self, rnd: int, cid: int, payload: Payload, raw: RawDataFingerprint,
                      declared: tuple[str, ...] | None) -> list[str]:
         """Check one upload; violations are kept and returned."""
-        found: list[str] = []
-        for name, t in payload.items():
-            if declared is not None and not any(re.fullmatch(p, name) for p in declared):
-                found.append(f"round {rnd}, client {cid}: undeclared payload '{name}'")
-            reason = raw.leaks(name, t)
-            if reason:
-                found.append(f"round {rnd}, client {cid}: {reason}")
+        found = audit_findings(rnd, cid, payload, raw, declared)
         self.violations.extend(found)
         return found
 
@@ -116,8 +131,9 @@ class Ledger:
 
     def summary(self) -> dict[str, object]:
         return {
-            "bytes_up": self.total_bytes("up"),
-            "bytes_down": self.total_bytes("down"),
+            "bytes_up": sum(self.total_bytes("up", p) for p in ALGORITHM_PHASES),
+            "bytes_down": sum(self.total_bytes("down", p) for p in ALGORITHM_PHASES),
+            "eval_bytes_down": self.total_bytes("down", "eval"),
             "setup_bytes_up": self.total_bytes("up", "setup"),
             "upload_names": sorted(self.names("up")),
             "violations": list(self.violations),

@@ -12,6 +12,7 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,15 +24,17 @@ from tqdm.auto import tqdm
 from benchmark import checkpoint
 from benchmark import registry as R
 from benchmark.algorithm import AlgoContext, Algorithm, Broadcast, NonFiniteLoss
-from benchmark.comm import Ledger, Payload, RawDataFingerprint
+from benchmark.channel import Channel, LocalChannel, Upload
+from benchmark.comm import Ledger, Payload
 from benchmark.config import RunConfig, component_config
 from benchmark.determinism import DeterminismWatch, configure as configure_determinism
 from benchmark.precision import apply_matmul_precision
 from benchmark.errors import BenchmarkError
-from benchmark.federation import ClientData, FederatedData, build_federation
+from benchmark.federation import FederatedData, FederationMeta, build_federation
 from benchmark.memory import PeakMemory
 from benchmark.metrics import weighted_mean
 from benchmark.results import now_iso, provenance
+from benchmark.roles import ClientSide, ServerSide
 
 
 #: what ``train.device: auto`` resolves to when set (the test suite's ``--device`` sets it)
@@ -88,7 +91,11 @@ def _pad_history(history: dict[str, list]) -> None:
 
 @dataclass
 class SimState:
-    """Everything that a checkpoint must hold to resume a run exactly."""
+    """Everything that a checkpoint must hold to resume a run exactly.
+
+    ``algo`` is the server side's algorithm instance; ``states`` the clients' private states
+    (in process; a remote channel keeps them on the clients).
+    """
 
     algo: Algorithm
     states: dict[int, dict]
@@ -100,20 +107,27 @@ class SimState:
     bad_evals: int = 0
 
 
+#: builds the channel to the clients from the engine (in process by default); a remote
+#: backend passes its own (``benchmark.backends.flower_app``)
+ChannelFactory = Callable[["Engine"], Channel]
+
+
 class Engine:
-    """Runs one configured cell end to end and returns its result record."""
+    """Runs one configured cell end to end and returns its result record.
+
+    ``fed`` is an already-built federation (else the registered builder makes it from the
+    config); ``channel`` replaces the in-process clients with a remote engine's, in which
+    case no federation is built here at all: the server side knows only ``channel.meta``.
+    """
 
     def __init__(self, cfg: RunConfig, fed: FederatedData | None = None, progress: bool = False,
-                 audit: bool = True) -> None:
+                 audit: bool = True, channel: ChannelFactory | None = None) -> None:
         R.load_plugins()
         self.cfg = cfg
         self.device = resolve_device(cfg.train.device)
         configure_determinism(cfg.train.deterministic)
         apply_matmul_precision(cfg.train.matmul_precision)
         seed_everything(cfg.seed)
-        if fed is None:
-            fed = build_federation(cfg)  # the builder data_prep registered (the core does not import it)
-        self.fed = fed
         self.progress = progress
         self.audit = audit
         task_cls = R.TASKS.get(cfg.task.name)
@@ -123,21 +137,34 @@ class Engine:
             raise BenchmarkError(f"algorithm '{cfg.algorithm.name}' is not defined for task '{cfg.task.name}' "
                                  f"(it supports: {', '.join(self.algo_cls.tasks)})")
         self.algo_cfg = component_config(R.ALGORITHMS, cfg.algorithm, "algorithm")
-        self.clients = [c.to(self.device) for c in fed.clients]
-        if self.algo_cls.centralized:
-            if fed.pooled is None:
-                raise BenchmarkError("this federated artifact has no pooled view for a centralized run")
-            self.train_clients = [fed.pooled.to(self.device)]
+        self.fed: FederatedData | None = None
+        if channel is not None:
+            self.channel = channel(self)
         else:
-            self.train_clients = self.clients
+            if fed is None:
+                fed = build_federation(cfg)  # the builder data_prep registered (the core does not import it)
+            self.fed = fed
+            self.clients = [c.to(self.device) for c in fed.clients]
+            if self.algo_cls.centralized:
+                if fed.pooled is None:
+                    raise BenchmarkError("this federated artifact has no pooled view for a centralized run")
+                self.train_clients = [fed.pooled.to(self.device)]
+            else:
+                self.train_clients = self.clients
+            self.channel = LocalChannel(fed, ClientSide(self.algo_cls, self.algo_cfg, self.context(fed.meta())),
+                                        self.clients, self.train_clients, self.algo_cls.upload_keys, audit)
+        self.meta: FederationMeta = self.channel.meta
 
     # ------------------------------------------------------------------ helpers
+    def context(self, meta: FederationMeta, train_ids: list[int] | None = None) -> AlgoContext:
+        """What both halves of the algorithm know of the federation (metadata only)."""
+        ids = train_ids if train_ids is not None else ([-1] if self.algo_cls.centralized else meta.client_ids)
+        return AlgoContext(run=self.cfg, task=self.task, modalities=meta.modalities, feature_dims=meta.feature_dims,
+                           num_classes=meta.num_classes, num_clients=len(ids), client_ids=list(ids),
+                           num_global_nodes=meta.num_global_nodes, device=self.device, seed=self.cfg.seed)
+
     def _context(self) -> AlgoContext:
-        f = self.fed
-        return AlgoContext(run=self.cfg, task=self.task, modalities=f.modalities, feature_dims=f.feature_dims,
-                           num_classes=f.num_classes, num_clients=len(self.train_clients),
-                           client_ids=[c.cid for c in self.train_clients],
-                           num_global_nodes=f.num_global_nodes, device=self.device, seed=self.cfg.seed)
+        return self.context(self.meta, self.channel.train_ids)
 
     def _checkpoint_path(self) -> Path:
         return Path(self.cfg.output.checkpoint_dir) / f"{self.cfg.hash()}.pt"
@@ -154,22 +181,23 @@ class Engine:
             return broadcast[cid]  # type: ignore[index]
         return broadcast  # type: ignore[return-value]
 
-    def _sample(self, rnd: int) -> list[ClientData]:
-        k = len(self.train_clients)
+    def _sample(self, rnd: int) -> list[int]:
+        ids = self.channel.train_ids
+        k = len(ids)
         m = max(1, int(round(self.cfg.train.client_fraction * k)))
         if m >= k:
-            return list(self.train_clients)
+            return list(ids)
         rng = np.random.default_rng([self.cfg.seed, rnd])
         idx = sorted(rng.choice(k, size=m, replace=False).tolist())
-        return [self.train_clients[i] for i in idx]
+        return [ids[i] for i in idx]
 
-    def _evaluate(self, sim: SimState) -> dict[int, dict[str, dict[str, float]]]:
-        per_client = {}
-        for c in self.clients:
-            state = sim.states.get(c.cid, {}) if not self.algo_cls.centralized else sim.states[-1]
-            received = self._for_client(sim.broadcast, -1 if self.algo_cls.centralized else c.cid)
-            per_client[c.cid] = sim.algo.evaluate(c, state, received)
-        return per_client
+    def _evaluate(self, sim: SimState, rnd: int) -> dict[int, dict[str, dict[str, float]]]:
+        pooled = self.algo_cls.centralized
+        sends = {cid: self._for_client(sim.broadcast, -1 if pooled else cid) for cid in self.channel.eval_ids}
+        if self.channel.remote:
+            for cid, payload in sends.items():
+                sim.ledger.record(rnd, "down", cid, payload, phase="eval")
+        return self.channel.evaluate(rnd, sends)
 
     def _record_extra_splits(self, sim: SimState, per_client: dict[int, dict[str, dict[str, float]]]) -> None:
         """Per-round primary metric of every split besides val/test that all clients report
@@ -187,70 +215,77 @@ class Engine:
             curve.extend([None] * (len(sim.history["round"]) - 1 - len(curve)))
             curve.append(aggregate_scores(per_client, split)[metric])
 
-    def _setup_exchange(self, sim: SimState, raws: dict[int, RawDataFingerprint]) -> None:
-        uploads = {}
-        for c in self.train_clients:
-            up = sim.algo.setup_upload(c, sim.states[c.cid])
-            sim.ledger.record(-1, "up", c.cid, up, phase="setup")
-            if self.audit:
-                sim.ledger.audit_upload(-1, c.cid, up, raws[c.cid], self.algo_cls.upload_keys)
-            uploads[c.cid] = up
-        replies = sim.algo.setup_aggregate(uploads)
-        for c in self.train_clients:
-            sim.ledger.record(-1, "down", c.cid, replies[c.cid], phase="setup")
-            sim.algo.setup_receive(c, sim.states[c.cid], replies[c.cid])
+    def _take_upload(self, sim: SimState, rnd: int, cid: int, up: Upload, phase: str = "train") -> Payload:
+        """Check, record and audit one upload as the server receives it."""
+        if phase == "train":
+            bad = _non_finite_key(up.payload)
+            if bad is not None:
+                raise NonFiniteLoss(f"non-finite values in upload '{bad}' of client {cid}")
+        sim.ledger.record(rnd, "up", cid, up.payload, phase=phase)
+        if self.audit:
+            sim.ledger.violations.extend(up.findings)
+        return up.payload
+
+    def _setup_exchange(self, sim: SimState, server: ServerSide) -> None:
+        ups = self.channel.setup_uploads(list(self.channel.train_ids))
+        uploads = {cid: self._take_upload(sim, -1, cid, ups[cid], phase="setup") for cid in self.channel.train_ids}
+        replies = server.setup_aggregate(uploads)
+        for cid in self.channel.train_ids:
+            sim.ledger.record(-1, "down", cid, replies[cid], phase="setup")
+        self.channel.setup_replies({cid: replies[cid] for cid in self.channel.train_ids})
 
     # ------------------------------------------------------------------ main loop
     def run(self, resume: bool = True) -> dict[str, Any]:
+        try:
+            return self._run(resume)
+        finally:
+            self.channel.close()
+
+    def _run(self, resume: bool) -> dict[str, Any]:
         cfg = self.cfg
         primary = f"val/{self.task.primary_metric}"
         start = time.perf_counter()
         status, error = "ok", None
-        sim = self._load_checkpoint() if resume and cfg.train.checkpoint_every > 0 else None
-        raws = {c.cid: RawDataFingerprint(c) for c in self.train_clients} if self.audit else {}
+        local = isinstance(self.channel, LocalChannel)
+        sim = self._load_checkpoint() if resume and local and cfg.train.checkpoint_every > 0 else None
         with PeakMemory(self.device) as mem, DeterminismWatch(cfg.train.deterministic) as watch:
+            server = ServerSide(self.algo_cls, self.algo_cfg, self._context())
             if sim is None:
-                seed_everything(cfg.seed)
-                algo = self.algo_cls(self.algo_cfg, self._context())
-                sim = SimState(algo=algo, states={c.cid: {} for c in self.train_clients},
+                sim = SimState(algo=server.algo, states=self.channel.states if local else {},  # type: ignore[attr-defined]
                                broadcast={}, ledger=Ledger(),
                                history={k: [] for k in ("round", primary, f"test/{self.task.primary_metric}",
                                                         "bytes_up", "bytes_down", "seconds")},
                                best={"score": -math.inf, "round": -1})
-                sim.broadcast = algo.init_server()
+                sim.broadcast = server.init_server()
                 if self.algo_cls.has_setup:
-                    self._setup_exchange(sim, raws)
+                    self._setup_exchange(sim, server)
+            else:
+                server.algo = sim.algo
+                self.channel.states = sim.states  # type: ignore[attr-defined]
             rounds = range(sim.next_round, cfg.train.rounds)
             bar = tqdm(rounds, desc=f"{cfg.algorithm.name} seed {cfg.seed}", disable=not self.progress, leave=False)
             for rnd in bar:
                 t0 = time.perf_counter()
                 n_up = len(sim.ledger.entries)
                 try:
-                    uploads: dict[int, Payload] = {}
-                    for c in self._sample(rnd):
-                        received = self._for_client(sim.broadcast, c.cid)
-                        sim.ledger.record(rnd, "down", c.cid, received)
-                        up = sim.algo.client_update(c, sim.states[c.cid], received, rnd)
-                        bad = _non_finite_key(up)
-                        if bad is not None:
-                            raise NonFiniteLoss(f"non-finite values in upload '{bad}' of client {c.cid}")
-                        sim.ledger.record(rnd, "up", c.cid, up)
-                        if self.audit:
-                            sim.ledger.audit_upload(rnd, c.cid, up, raws[c.cid], self.algo_cls.upload_keys)
-                        uploads[c.cid] = up
-                    sim.broadcast = sim.algo.aggregate(uploads, rnd)
+                    sends = {cid: self._for_client(sim.broadcast, cid) for cid in self._sample(rnd)}
+                    for cid, received in sends.items():
+                        sim.ledger.record(rnd, "down", cid, received)
+                    ups = self.channel.train(rnd, sends)
+                    uploads = {cid: self._take_upload(sim, rnd, cid, ups[cid]) for cid in sends}
+                    sim.broadcast = server.aggregate(uploads, rnd)
                 except NonFiniteLoss as e:
                     status, error = "failed", {"round": rnd, "reason": str(e)}
                     break
                 seconds = time.perf_counter() - t0
-                new = sim.ledger.entries[n_up:]
+                new = [e for e in sim.ledger.entries[n_up:] if e.phase == "train"]
                 sim.history["round"].append(rnd)
                 sim.history["bytes_up"].append(sum(e.nbytes for e in new if e.direction == "up"))
                 sim.history["bytes_down"].append(sum(e.nbytes for e in new if e.direction == "down"))
                 sim.history["seconds"].append(seconds)
                 last = rnd == cfg.train.rounds - 1
                 if rnd % cfg.train.eval_every == 0 or last:
-                    per_client = self._evaluate(sim)
+                    per_client = self._evaluate(sim, rnd)
                     val = aggregate_scores(per_client, "val")
                     test = aggregate_scores(per_client, "test")
                     score = val[self.task.primary_metric]
@@ -269,14 +304,14 @@ class Engine:
                     sim.history[f"test/{self.task.primary_metric}"].append(None)
                 _pad_history(sim.history)
                 sim.next_round = rnd + 1
-                if cfg.train.checkpoint_every > 0 and sim.next_round % cfg.train.checkpoint_every == 0:
+                if local and cfg.train.checkpoint_every > 0 and sim.next_round % cfg.train.checkpoint_every == 0:
                     self._save_checkpoint(sim)
                 if cfg.train.patience > 0 and sim.bad_evals >= cfg.train.patience:
                     break
         if self.audit and sim.ledger.violations and status == "ok":
             status, error = "failed", {"round": -1, "reason": "ledger audit: " + sim.ledger.violations[0]}
         ckpt = self._checkpoint_path()
-        if ckpt.exists():
+        if local and ckpt.exists():
             ckpt.unlink()
         self.sim = sim
         return self._record(sim, status, error, time.perf_counter() - start, mem.peak_mb, mem.growth_mb,
@@ -324,10 +359,9 @@ class Engine:
             / max(rounds_run, 1),
             "algorithm": {"name": self.cfg.algorithm.name, "personalized": self.algo_cls.personalized},
             "config": self.cfg.to_dict(),
-            "provenance": provenance(self.cfg, self.fed.artifact_hash,
-                                     self.fed.stats.get("artifact_recipe", ""), self.device),
+            "provenance": provenance(self.cfg, self.meta.artifact_hash, self.meta.artifact_recipe, self.device),
             "determinism": determinism,
-            "availability": self.fed.availability(),
+            "availability": dict(self.meta.availability),
             "peak_memory_mb": peak_mb,
             "memory_growth_mb": growth_mb,
             "wall_time_s": wall,

@@ -171,11 +171,49 @@ class FederatedData:
         """Share of all clients' nodes (entities) that hold each modality: the availability
         a model actually meets, whatever rate the masker was given (a KG client holds an
         entity's modality only if it was dealt one of its items *and* the Bernoulli draw kept it)."""
-        total = sum(c.num_nodes for c in self.clients)
-        if total == 0:
-            return {m: 0.0 for m in self.modalities}
-        held = sum(c.available.sum(0).to(torch.float64).cpu() for c in self.clients)
-        return {m: round(float(held[j]) / total, 4) for j, m in enumerate(self.modalities)}
+        return availability_from_counts(self.modalities, [held_counts(c) for c in self.clients],
+                                        [c.num_nodes for c in self.clients])
+
+    def meta(self) -> "FederationMeta":
+        """What a server may know of this federation (no client data)."""
+        return FederationMeta(modalities=list(self.modalities), feature_dims=dict(self.feature_dims),
+                              num_classes=self.num_classes, num_global_nodes=self.num_global_nodes,
+                              client_ids=[c.cid for c in self.clients], artifact_hash=self.artifact_hash,
+                              artifact_recipe=str(self.stats.get("artifact_recipe", "")),
+                              availability=self.availability())
+
+
+def held_counts(client: ClientData) -> list[int]:
+    """Per modality, how many of the client's nodes hold it."""
+    return [int(v) for v in client.available.sum(0).cpu().tolist()]
+
+
+def availability_from_counts(modalities: list[str], held: list[list[int]], sizes: list[int]) -> dict[str, float]:
+    """The federation's availability from each client's held counts and node count, so a
+    server that only hears counts from its clients states the same numbers."""
+    total = sum(sizes)
+    if total == 0:
+        return {m: 0.0 for m in modalities}
+    return {m: round(sum(float(h[j]) for h in held) / total, 4) for j, m in enumerate(modalities)}
+
+
+@dataclass
+class FederationMeta:
+    """The metadata of a federation that the server side and the record need.
+
+    Built from a :class:`FederatedData` in process, or from what the clients report about
+    themselves when they run elsewhere (a Flower deployment), so the server never holds
+    client data.
+    """
+
+    modalities: list[str]
+    feature_dims: dict[str, int]
+    num_classes: int
+    num_global_nodes: int
+    client_ids: list[int]
+    artifact_hash: str
+    artifact_recipe: str
+    availability: dict[str, float]
 
 
 # --------------------------------------------------------------------------- the builder hook

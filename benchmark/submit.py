@@ -11,7 +11,11 @@ and stops at the first that fails, with one line saying why (exit code 2):
    builds from its defaults;
 3. a smoke cell (a tiny CI cell of the method's track, highest missing rate, two rounds) finishes:
    a hook that raises, a non-finite loss, or an upload the ledger audit flags (raw feature
-   rows, labels, edges, undeclared names) rejects the method;
+   rows, labels, edges, undeclared names) rejects the method; then the same cell runs under
+   the Flower simulation (each client a ``ClientApp`` that rebuilds the client half per
+   message and keeps only its ``state``), and must give the same metrics and bytes, so a
+   method that only works in one process (memory on ``self``, a state that cannot leave
+   the process) is rejected too (``--no-flower`` skips this gate; it needs the scale extra);
 4. each requested suite runs with the suite's grid but this algorithm in place of the suite's
    algorithms; every cell runs (a resubmission replaces older results of the same cell) and
    its record, which carries the submission file's sha256, is appended to the store.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -286,6 +291,45 @@ def smoke_test(sub: Submission) -> dict[str, Any]:
     return record
 
 
+FLOWER_TOLERANCE = 1e-6
+
+
+def flower_gate(sub: Submission, smoke: dict[str, Any]) -> dict[str, Any]:
+    """Run the smoke cell under the Flower simulation; reject when it fails or disagrees with
+    the in-process record (metrics to 1e-6, ledger bytes exactly)."""
+    from benchmark.backends import run_backend
+
+    if sub.cls.centralized:
+        return smoke  # an upper bound that pools the data has no federated form to check
+    cfg = smoke_config(sub)
+    try:
+        record = run_backend("flower")(cfg, prepare=functools.partial(_ensure_registered, str(sub.path), sub.name))
+    except BenchmarkError as e:
+        if "pip install" in str(e):
+            raise
+        raise SubmissionRejected(f"{sub.path.name}: fails under the Flower simulation: {_one_line(str(e))}") from None
+    except Exception as e:  # noqa: BLE001 - whatever a ClientApp raised
+        raise SubmissionRejected(f"{sub.path.name}: fails under the Flower simulation: {type(e).__name__}: "
+                                 f"{_one_line(str(e))}") from None
+    if record.get("status") != smoke.get("status"):
+        raise SubmissionRejected(f"{sub.path.name}: status {record.get('status')} under the Flower simulation "
+                                 f"({_one_line(str((record.get('error') or {}).get('reason', '')))}), "
+                                 f"{smoke.get('status')} in process")
+    mine, theirs = smoke.get("metrics") or {}, record.get("metrics") or {}
+    off = sorted(k for k in set(mine) | set(theirs)
+                 if k not in mine or k not in theirs or abs(mine[k] - theirs[k]) > FLOWER_TOLERANCE)
+    if off:
+        k = off[0]
+        raise SubmissionRejected(f"{sub.path.name}: works only in one process: {k} is {mine.get(k)} in process "
+                                 f"but {theirs.get(k)} under the Flower simulation (keep every client's memory in "
+                                 f"its `state` dict, never on self)")
+    for key in ("bytes_up", "bytes_down"):
+        if smoke["comm"][key] != record["comm"][key]:
+            raise SubmissionRejected(f"{sub.path.name}: sends {record['comm'][key]} {key} under the Flower simulation "
+                                     f"but {smoke['comm'][key]} in process")
+    return record
+
+
 def _ensure_registered(path: str, name: str) -> None:
     """In a worker process: plugins, then the submission file, unless already registered."""
     R.load_plugins()
@@ -390,19 +434,22 @@ def run_submission_suite(sub: Submission, suite_name: str, scale: str | None, jo
 
 def submit(path: str | Path, suites: list[str] | None = None, scale: str | None = None, jobs: int = 1,
            results_dir: str | Path = "results", out_dir: str | Path = "tables", leaderboard: bool = True,
-           progress: bool = True) -> tuple[Submission, list[dict[str, Any]]]:
+           progress: bool = True, flower: bool = True) -> tuple[Submission, list[dict[str, Any]]]:
     """All gates, then the suites, then the leaderboard; returns the submission and its records."""
     sub = load_submission(path)
     try:
         check_contract(sub)
         smoke = smoke_test(sub)
+        if flower:
+            flower_gate(sub, smoke)
     except BenchmarkError:
         withdraw(sub)
         raise
     m = smoke.get("metrics") or {}
     shown = ", ".join(f"{k} {v:.3f}" for k, v in m.items() if k.startswith("test/") and isinstance(v, float))
     print(f"accepted: algorithm '{sub.name}' from {sub.path.name} (sha256 {sub.sha256[:12]}); "
-          f"smoke cell ok ({smoke.get('rounds_run')} rounds{', ' + shown if shown else ''})")
+          f"smoke cell ok ({smoke.get('rounds_run')} rounds{', ' + shown if shown else ''})"
+          f"{'; same under the Flower simulation' if flower else ''}")
     records: list[dict[str, Any]] = []
     for name in suites or []:
         recs, suite_name, sc = run_submission_suite(sub, name, scale, jobs, results_dir, progress)
@@ -423,7 +470,8 @@ def submit(path: str | Path, suites: list[str] | None = None, scale: str | None 
 
 def cmd_submit(a: argparse.Namespace) -> int:
     """`submit`: exit 0 when accepted and every suite cell succeeded, 1 when a cell failed."""
-    _, records = submit(a.file, a.suites, a.scale, a.jobs, a.results, a.out, leaderboard=a.leaderboard)
+    _, records = submit(a.file, a.suites, a.scale, a.jobs, a.results, a.out, leaderboard=a.leaderboard,
+                        flower=a.flower)
     return 0 if all(r.get("status") == "ok" for r in records) else 1
 
 
@@ -438,4 +486,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results", default="results", help="results directory")
     p.add_argument("--out", default="tables", help="leaderboard output directory")
     p.add_argument("--no-leaderboard", dest="leaderboard", action="store_false", help="do not rebuild the leaderboard")
+    p.add_argument("--no-flower", dest="flower", action="store_false",
+                   help="skip the gate that runs the smoke cell under the Flower simulation (needs the scale extra)")
     p.set_defaults(handler=cmd_submit)

@@ -52,6 +52,7 @@ import torch
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
+from benchmark.backends import SWEEP_BACKENDS, sweep_backend
 from benchmark.claims import try_claim
 from benchmark.config import build_run_config, deep_merge, expand_dotted, load_yaml
 from benchmark.errors import ConfigError, closest
@@ -62,7 +63,7 @@ SUITES_DIR = Path(__file__).with_name("suites")
 SCALES = ("tiny", "small", "paper")
 CLAIM_POLL_S = 2.0  # how often a sweep looks again at cells another sweep holds
 SUITE_KEYS = ("name", "description", "base", "grid", "axes", "seeds", "scales", "default_scale", "table",
-              "tables", "plots", "track", "paper_note", "regress", "stats", "isolate", "control")
+              "tables", "plots", "track", "paper_note", "regress", "stats", "isolate", "control", "resources")
 
 log = logging.getLogger(__name__)
 
@@ -265,8 +266,8 @@ def _failed_record(cell: Cell, reason: str, rnd: int = -1) -> dict[str, Any]:
             "timestamp": now_iso()}
 
 
-def run_cell(cell: Cell, results_path: str, threads: int = 1) -> dict[str, Any]:
-    """Run one cell in this process and append its record (ok or failed) to the store."""
+def execute_cell(cell: Cell, threads: int = 1) -> dict[str, Any]:
+    """Run one cell in this process and return its record (ok or failed); stores nothing."""
     torch.set_num_threads(max(1, threads))
     from benchmark.engine import Engine
 
@@ -277,8 +278,24 @@ def run_cell(cell: Cell, results_path: str, threads: int = 1) -> dict[str, Any]:
         tb = traceback.extract_tb(e.__traceback__)
         where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
         record = _failed_record(cell, f"{type(e).__name__}: {e}{where}")
+    return stamp(cell, record)
+
+
+def stamp(cell: Cell, record: dict[str, Any]) -> dict[str, Any]:
+    """The cell's identity on its record (suite, scale, id, grid values, seed, worker)."""
     record.update({"suite": cell.suite, "scale": cell.scale, "cell_id": cell.cell_id, "params": cell.params,
                    "seed": cell.seed, "worker_pid": os.getpid()})
+    return record
+
+
+def failed_cell(cell: Cell, reason: str) -> dict[str, Any]:
+    """The record of a cell whose worker died or raised outside the engine."""
+    return stamp(cell, _failed_record(cell, reason))
+
+
+def run_cell(cell: Cell, results_path: str, threads: int = 1) -> dict[str, Any]:
+    """Run one cell in this process and append its record (ok or failed) to the store."""
+    record = execute_cell(cell, threads)
     ResultStore(results_path).append(record)
     return record
 
@@ -311,8 +328,13 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
               retry_failed: bool = False, progress: bool = True,
               overrides: dict[str, Any] | None = None,
               only: dict[str, Any] | None = None,
-              isolate: bool | None = None) -> tuple[list[dict[str, Any]], int]:
+              isolate: bool | None = None, backend: str = "joblib",
+              address: str | None = None) -> tuple[list[dict[str, Any]], int]:
     """Run the cells not yet in the store; returns (all records of this suite+scale, cells run now).
+
+    ``backend`` names a sweep backend (``benchmark.backends.SWEEP_BACKENDS``): ``joblib``
+    (local processes, the default) or ``ray`` (Ray tasks; ``address`` joins an existing
+    cluster, else a local instance starts). Every backend skips the cells already stored.
 
     ``only`` restricts the run to cells whose grid values (or ``seed``) equal the given ones,
     e.g. ``{"partition.num_clients": 3}``: a first pass on a small machine; the other cells
@@ -320,6 +342,8 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     scale = scale or suite.default_scale
     if isolate is None:
         isolate = bool(suite.spec.get("isolate", False))
+    runner = sweep_backend(backend)
+    resources = cell_resources(suite)
     cells = select_cells(suite.cells(scale), only or {})
     if overrides:
         for c in cells:
@@ -345,7 +369,8 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
         os.environ[GIT_STATE_ENV] = f"{sha}:{int(dirty)}"
     try:
         seen = {c.cell_id: sum(r.get("cell_id") == c.cell_id for r in existing) for c in todo}
-        _run_until_recorded(todo, str(store.path), threads, jobs, isolate, bar, seen)
+        _run_until_recorded(runner, todo, str(store.path), threads, jobs, isolate, bar, seen,
+                            {"address": address, "resources": resources})
     finally:
         if pinned is None:
             os.environ.pop(GIT_STATE_ENV, None)
@@ -353,16 +378,38 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     return latest_records(store.read(), {c.cell_id for c in cells}), len(todo)
 
 
-def _run_until_recorded(todo: list[Cell], store_path: str, threads: int, jobs: int, isolate: bool, bar: Any,
-                        seen: dict[str, int]) -> None:
+def _run_until_recorded(runner: Any, todo: list[Cell], store_path: str, threads: int, jobs: int, isolate: bool,
+                        bar: Any, seen: dict[str, int], options: dict[str, Any]) -> None:
     """Run the cells; those another sweep holds are looked at again until they have a record."""
     walls: list[float] = []
     while todo:
-        held = _run_cells(todo, store_path, threads, jobs, isolate, bar, seen, walls)
+        held = runner(todo, store_path, threads, jobs, isolate, bar, seen, walls, **options)
         todo = [c for c in todo if c.cell_id in held]
         if todo:
             bar.set_postfix_str(f"waiting for {len(todo)} cell(s) another sweep runs")
             time.sleep(CLAIM_POLL_S)
+
+
+def tick(bar: Any, walls: list[float], jobs: int, rec: dict[str, Any]) -> None:
+    """One finished cell on the progress bar, with the ETA from finished cells' wall times."""
+    if isinstance(rec.get(CELL_SECONDS), float):
+        walls.append(rec[CELL_SECONDS])
+    bar.update(1)
+    bar.set_postfix_str(f"{rec.get('status')}{_eta(walls, bar.total - bar.n, jobs)}")
+
+
+def cell_resources(suite: Suite) -> dict[str, float]:
+    """What one cell asks of a cluster: ``resources: {cpus: 1, gpus: 0.25}`` in the suite
+    (a GPU fraction lets several small cells share one GPU); one CPU and no GPU by default."""
+    spec = suite.spec.get("resources") or {}
+    if not isinstance(spec, dict) or set(spec) - {"cpus", "gpus"}:
+        raise ConfigError(f"{suite.path}: 'resources' takes cpus and gpus, e.g. {{cpus: 1, gpus: 0.25}}")
+    cpus, gpus = spec.get("cpus", 1), spec.get("gpus", 0)
+    if not isinstance(cpus, (int, float)) or not isinstance(gpus, (int, float)) or cpus <= 0 or gpus < 0 \
+            or (gpus > 1 and gpus != int(gpus)):
+        raise ConfigError(f"{suite.path}: resources.cpus must be > 0 and resources.gpus a fraction in [0, 1] "
+                          f"or a whole number, got cpus={cpus!r}, gpus={gpus!r}")
+    return {"cpus": float(cpus), "gpus": float(gpus)}
 
 
 def _eta(walls: list[float], remaining: int, jobs: int) -> str:
@@ -373,8 +420,9 @@ def _eta(walls: list[float], remaining: int, jobs: int) -> str:
     return f" eta {int(secs // 3600)}:{int(secs % 3600 // 60):02d}:{int(secs % 60):02d}"
 
 
+@SWEEP_BACKENDS.register("joblib")
 def _run_cells(todo: list[Cell], store_path: str, threads: int, jobs: int, isolate: bool, bar: Any,
-               seen: dict[str, int], walls: list[float]) -> set[str]:
+               seen: dict[str, int], walls: list[float], **_: Any) -> set[str]:
     """Run the cells (in this process, a pool of fresh processes, or one fresh process each).
 
     Ticks the bar per finished cell, with an ETA from finished cells' wall times; returns the
@@ -387,10 +435,7 @@ def _run_cells(todo: list[Cell], store_path: str, threads: int, jobs: int, isola
         if rec.get("status") == HELD:
             held.add(str(rec["cell_id"]))
             return
-        if isinstance(rec.get(CELL_SECONDS), float):
-            walls.append(rec[CELL_SECONDS])
-        bar.update(1)
-        bar.set_postfix_str(f"{rec.get('status')}{_eta(walls, bar.total - bar.n, jobs)}")
+        tick(bar, walls, jobs, rec)
 
     if isolate:
         ctx = multiprocessing.get_context("spawn")

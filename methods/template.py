@@ -75,6 +75,8 @@ class Template(ModelAlgorithm):
         return new
 
     def evaluate(self, client: ClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
-        """The global model on this client's splits (a personalized method would use ``state``)."""
-        load_model_payload(self.global_model, received)
-        return self.ctx.task.evaluate(self.global_model, client)
+        """The global model on this client's splits (a personalized method would use ``state``).
+
+        Client side: there is no ``self.global_model`` here (that is the server's, built by
+        ``init_server``), so the model is rebuilt from the broadcast this client received."""
+        return self.ctx.task.evaluate(self.received_model(received), client)

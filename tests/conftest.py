@@ -13,6 +13,7 @@ from devices import TEST_DEVICE_ENV, test_device
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("FEDMM_THREADS", "1")
+os.environ.setdefault("FEDMM_FLOWER_CPUS", "2")  # a Flower simulation in a test starts Ray with at most 2 CPUs
 torch.set_num_threads(1)  # tiny graphs: one thread is fastest and avoids contention on 2 cores
 try:  # the same for numpy/scipy/sklearn BLAS pools
     from threadpoolctl import threadpool_limits

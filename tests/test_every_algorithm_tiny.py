@@ -14,9 +14,9 @@ import math
 import pytest
 
 from benchmark import checkpoint
-from benchmark.config import build_run_config
 from benchmark.engine import Engine
 from benchmark.registry import ALGORITHMS, load_plugins
+from small_configs import tiny_config
 
 load_plugins()
 
@@ -31,27 +31,7 @@ def _pairs() -> list[tuple[str, str]]:
 
 
 def _cfg(algo: str, task: str, cache) -> object:
-    out = {"cache_dir": str(cache), "checkpoint_dir": str(cache) + "/ckpt"}
-    if task == "kg_completion":
-        return build_run_config({
-            "dataset": {"name": "synthetic_kg", "num_entities": 120},
-            "partition": {"name": "relation_id", "num_clients": 3},
-            "missing": {"name": "kg_items", "rate": 0.5},
-            "task": {"name": task, "dim": 8, "num_negatives": 16, "batch_size": 256},
-            "algorithm": {"name": algo},
-            "train": {"rounds": 2, "local_epochs": 1, "lr": 0.05, "device": "auto"},
-            "output": out,
-        })
-    return build_run_config({
-        "dataset": {"name": "synthetic", "num_nodes": 240},
-        "partition": {"name": "louvain", "num_clients": 3},
-        "missing": {"name": "node_level", "rate": 0.3},
-        "task": {"name": task},
-        "algorithm": {"name": algo},
-        "model": {"hidden": 16},
-        "train": {"rounds": 2, "local_epochs": 1, "lr": 0.01, "device": "auto"},
-        "output": out,
-    })
+    return tiny_config(algo, task, cache)
 
 
 def test_every_algorithm_declares_known_tasks():

@@ -78,7 +78,7 @@ def test_mmfedprox_runs_and_its_term_starts_each_round_at_zero(tmp, fed, ref):
     eng = Engine(cfg(tmp, "mmfedprox", mu=0.1), fed=fed)
     rec = eng.run()
     _check(rec, ref, "mmfedprox")
-    trace = eng.sim.algo.reg_trace
+    trace = {cid: st["reg_trace"] for cid, st in eng.sim.states.items()}
     assert set(trace) == {c.cid for c in fed.clients}
     for values in trace.values():
         assert len(values) == 5 and all(v == 0.0 for v in values)  # local rows = global rows at round start
@@ -88,7 +88,7 @@ def test_mmfedec_runs_and_its_term_is_finite_from_round_zero(tmp, fed, ref):
     eng = Engine(cfg(tmp, "mmfedec"), fed=fed)
     rec = eng.run()
     _check(rec, ref, "mmfedec")
-    trace = eng.sim.algo.reg_trace
+    trace = {cid: st["reg_trace"] for cid, st in eng.sim.states.items()}
     assert set(trace) == {c.cid for c in fed.clients}
     for values in trace.values():
         assert len(values) == 5 and all(math.isfinite(v) for v in values)

@@ -32,9 +32,9 @@ def table3():
 
 @pytest.mark.parametrize("name", ["mmfed3_table3", "mmfed3_table6", "mmfed3_fig8"])
 def test_every_cell_recorded_ok_and_table_generated(name, tmp_path):
-    # table3 and table6 were swept while the tree held uncommitted edits (their records say
-    # git_dirty); the check of clean provenance is kept for the suites run since.
-    assert_complete_and_tables_generated(name, tmp_path, ONLY.get(name), clean=name == "mmfed3_fig8")
+    # table6 was swept while the tree held uncommitted edits (its records say git_dirty); the
+    # check of clean provenance is kept for the suites run since.
+    assert_complete_and_tables_generated(name, tmp_path, ONLY.get(name), clean=name != "mmfed3_table6")
 
 
 def test_mmfed3_hide_beats_mmfede_hide_at_every_client_count(table3):
@@ -50,17 +50,34 @@ def test_hide_does_not_beat_ae_under_mmfed3_at_small_scale(table3):
     assert all(mrr[("mmfed3", "ae", c)] >= mrr[("mmfed3", "hide", c)] for c in (3, 5, 10))
 
 
-def test_mmfed3_beats_s_ind_where_mmfede_does_not(table3):
+def test_on_the_client_view_mmfed3_then_mmfede_beat_s_ind_with_ae(table3):
+    """Scored on one view (each client's model, KG protocol 2), MMFeD3-AE > MMFedE-AE > S-Ind
+    at every client count. Under version 1, where MMFedE was scored on the global model, MMFedE
+    fell below S-Ind: that gap was the view, not the method."""
     _, records, _ = table3
     mrr = _mrr(records, "algorithm.name", "algorithm.imputer", "partition.num_clients")
     for c in (3, 5, 10):
-        assert mrr[("mmfed3", "ae", c)] > mrr[("s_ind", None, c)], c
-        assert mrr[("mmfede", "ae", c)] < mrr[("s_ind", None, c)], c
+        assert mrr[("mmfed3", "ae", c)] > mrr[("mmfede", "ae", c)] > mrr[("s_ind", None, c)], c
 
 
-def test_fig8_mmfed3_hide_above_mmfede_at_every_rate():
+def test_hide_pretraining_does_not_help_the_averaging_methods(table3):
+    """With HidE (and its FedE pre-training of S^c), MMFedE, MMFedEC and MMFedProx score below
+    their AE rows at every client count; MMFeD3 keeps HidE within reach of its AE row at Fed3."""
+    _, records, _ = table3
+    mrr = _mrr(records, "algorithm.name", "algorithm.imputer", "partition.num_clients")
+    for alg in ("mmfede", "mmfedec", "mmfedprox"):
+        assert all(mrr[(alg, "hide", c)] < mrr[(alg, "ae", c)] - 0.04 for c in (3, 5, 10)), alg
+    assert mrr[("mmfed3", "ae", 3)] - mrr[("mmfed3", "hide", 3)] < 0.02
+
+
+def test_fig8_mmfed3_hide_and_mmfede_tie_on_the_client_view():
+    """Fed3, client view (KG protocol 2): MMFeD3-HidE and MMFedE (no imputer) are within 0.015
+    MRR of each other at every availability rate and neither is above at every rate; under
+    version 1 (MMFedE on the global model) MMFeD3-HidE was above at every rate."""
     _, records, _ = _load("mmfed3_fig8")
     mrr = _mrr(records, "algorithm.name", "missing.rate")
     rates = sorted({r for _, r in mrr})
     assert len(rates) == 6
-    assert all(mrr[("mmfed3", r)] > mrr[("mmfede", r)] for r in rates)
+    gaps = [mrr[("mmfed3", r)] - mrr[("mmfede", r)] for r in rates]
+    assert all(abs(g) < 0.015 for g in gaps), gaps
+    assert any(g > 0 for g in gaps) and any(g < 0 for g in gaps), gaps

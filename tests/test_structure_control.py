@@ -69,7 +69,7 @@ def test_graph_view_lets_fedavg_match_shuffled_pairs_by_position(tmp_path):
     """Under ``gallery_view: graph`` (both views over the same graph), with the content of every
     pair broken, FedAvg still ranks a node's true partner far above a random ranking: both
     views of a node share its neighbourhood. This is why the default is ``content``."""
-    cfg = _with_gallery_view(_with_content(_pair_cfg("fedavg", "retrieval", tmp_path, rounds=8), "shuffle"), "graph")
+    cfg = _with_gallery_view(_with_content(_pair_cfg("fedavg", "retrieval", tmp_path, rounds=12), "shuffle"), "graph")
     fed = build_federation(cfg)
     rec = Engine(cfg, fed=fed).run()
     assert rec["status"] == "ok", rec["error"]

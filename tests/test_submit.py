@@ -53,6 +53,7 @@ def _submit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
                             "(raises_in_update.py:"),
     ("leaks_features.py", "leaks_features.py: rejected by the ledger audit: round 0, client "),
     ("unbounded_option.py", "algorithm 'fixture_loose': Config option 'step' declares no bound"),
+    ("remembers_on_self.py", "remembers_on_self.py: works only in one process: "),
 ])
 def test_bad_submissions_rejected_with_one_line(fixture: str, expected: str, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
@@ -86,6 +87,7 @@ def test_template_is_accepted_runs_the_suite_and_rebuilds_the_leaderboard(
         R.ALGORITHMS.unregister("template")
     assert rc == 0, err
     assert "accepted: algorithm 'template' from template.py" in out
+    assert "same under the Flower simulation" in out  # the smoke cell passed the Flower gate too
     assert "submit_test[tiny]: 2 cells run, 0 failed" in out
     records = [json.loads(line) for line in (results / "submit_test" / "tiny.jsonl").read_text().splitlines()]
     assert len(records) == 2 and {r["params"]["algorithm.name"] for r in records} == {"template"}
@@ -145,7 +147,7 @@ def test_mixed_task_suite_runs_only_the_declared_tasks(
     results = tmp_path / "results"
     try:
         rc, out, err = _submit([str(TEMPLATE), "--suite", str(suite), "--results", str(results),
-                                "--out", str(tmp_path / "tables")], capsys)
+                                "--out", str(tmp_path / "tables"), "--no-flower"], capsys)
     finally:
         R.ALGORITHMS.unregister("template")
     assert rc == 0, err

@@ -220,5 +220,4 @@ class FedLAP(FedAvg):
         return {**model_payload(model), "num_examples": self.num_examples(client)}
 
     def evaluate(self, client: ClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
-        load_model_payload(self.global_model, received)
-        return self.ctx.task.evaluate(_WithRows(self.global_model, state["eig_rows"]), client)
+        return self.ctx.task.evaluate(_WithRows(self.received_model(received), state["eig_rows"]), client)

@@ -52,8 +52,8 @@ class FedAvg(ModelAlgorithm):
         return avg
 
     def eval_model(self, state: dict, received: Payload) -> nn.Module:
-        load_model_payload(self.global_model, received)
-        return self.global_model
+        """The global model, rebuilt on the client side from the broadcast it received."""
+        return self.received_model(received)
 
     def evaluate(self, client: ClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
         return self.ctx.task.evaluate(self.eval_model(state, received), client)

@@ -30,7 +30,6 @@ from abc import abstractmethod
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -111,10 +110,6 @@ class DualViewKG(KGAlgorithm):
     @dataclass
     class Config(KGAlgorithm.Config):
         sync_client: bool = field(default=False, metadata={"help": "reload the client view's rows/projections/fusion from the global ones every round (else the client view is a persistent local model)"})
-
-    def __init__(self, cfg: Any, ctx: Any) -> None:
-        super().__init__(cfg, ctx)
-        self.trace: dict[int, list[dict[str, float]]] = {}  # per client, per round: the terms at its first batch
 
     # ---------------------------------------------------------------- the two views
     def views(self, client: KGClientData, state: dict) -> tuple[KGEClient, KGEClient]:
@@ -199,7 +194,7 @@ class DualViewKG(KGAlgorithm):
         cm.structure_only = sm.structure_only = pretraining
         opt = self.dual_optimizer(cm, sm, state)
         gen = self.batch_generator(client, rnd)
-        trace = self.trace.setdefault(client.cid, [])
+        trace = state.setdefault("trace", [])  # per round: the terms at its first batch (in the client's state)
         first = [True]
 
         def loss_fn(batch: Tensor) -> Tensor:

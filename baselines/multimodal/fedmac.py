@@ -168,5 +168,4 @@ class FedMAC(ModelAlgorithm):
         return out
 
     def evaluate(self, client: ClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
-        load_model_payload(self.global_model, received)
-        return self.ctx.task.evaluate(self.global_model, client)
+        return self.ctx.task.evaluate(self.received_model(received), client)

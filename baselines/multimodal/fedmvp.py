@@ -289,5 +289,4 @@ class FedMVP(ModelAlgorithm):
         return {**model_payload(model), "num_examples": self.num_examples(client), "probe_rep": rep}
 
     def evaluate(self, client: ClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
-        load_model_payload(self.global_model, received)
-        return self.ctx.task.evaluate(self.global_model, self._task_client(client, state))
+        return self.ctx.task.evaluate(self.received_model(received), self._task_client(client, state))

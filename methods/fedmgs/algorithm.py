@@ -307,8 +307,7 @@ class FedMGS(ModelAlgorithm):
         return {**avg, **self.bank.to_payload(mods)}
 
     def evaluate(self, client: ClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
-        model = self.global_model
-        load_model_payload(model, received)
+        model = self.received_model(received)
         model.bank = self._bank(received)
         if self.readout != "modality":
             scores = self.ctx.task.evaluate(model, client)

@@ -161,9 +161,12 @@ class FedMPO(ModelAlgorithm):
         self.global_model.set_round(rnd)
         return avg
 
-    def evaluate(self, client: ClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
-        load_model_payload(self.global_model, received)
-        return self.ctx.task.evaluate(self.global_model, client)
+    def evaluate(self, client: ClientData, state: dict, received: Payload,
+                 rnd: int = 0) -> dict[str, dict[str, float]]:
+        """The global model of round ``rnd`` (its gamma_t), rebuilt on the client from the broadcast."""
+        model = self.received_model(received)
+        model.set_round(rnd)
+        return self.ctx.task.evaluate(model, client)
 
 
 def _ratio(records: list[AuxTerms], num: str, den: str) -> float:

@@ -9,7 +9,7 @@ embedding E^c-hat; MMFedE has no imputer, and its fused vector differs from S^c 
 the (shared, |T^c|-averaged) projections and fusion, so anchoring S^c is the choice that
 constrains exactly what drifts between clients.
 
-Logging: ``reg_trace[cid]`` holds, per round the client trained, the term's value at the
+Logging: ``state["reg_trace"]`` (the client's own state) holds, per round it trained, the term's value at the
 round's first batch (before any local step), so tests and diagnostics can check e.g. that
 the proximal term starts every round at zero.
 """
@@ -31,18 +31,16 @@ from methods.mmfede.mmfede import MMFedE
 class _TracedMMFedE(MMFedE):
     """MMFedE with a per-round local-loss term whose first value per round is recorded."""
 
-    def __init__(self, cfg: object, ctx: object) -> None:
-        super().__init__(cfg, ctx)
-        self.reg_trace: dict[int, list[float]] = {}
-
-    def _traced(self, cid: int, term: Regularizer) -> Regularizer:
-        """Wrap ``term`` so that its first evaluation this round is appended to the trace."""
+    def _traced(self, state: dict, term: Regularizer) -> Regularizer:
+        """Wrap ``term`` so that its first evaluation this round is appended to the client's
+        trace (in its state: a client side keeps no memory of its own)."""
         first = [True]
+        trace = state.setdefault("reg_trace", [])
 
         def wrapped(model: KGEClient, client: KGClientData) -> Tensor:
             value = term(model, client)
             if first[0]:
-                self.reg_trace.setdefault(cid, []).append(float(value.detach()))
+                trace.append(float(value.detach()))
                 first[0] = False
             return value
 
@@ -66,7 +64,7 @@ class MMFedProx(_TracedMMFedE):
         def prox(m: KGEClient, c: KGClientData) -> Tensor:
             return mu * (m.entity - anchor).pow(2).sum(dim=1).mean()
 
-        return self._traced(client.cid, prox)
+        return self._traced(state, prox)
 
 
 @ALGORITHMS.register("mmfedec")
@@ -92,7 +90,7 @@ class MMFedEC(_TracedMMFedE):
             s_l = F.cosine_similarity(m.entity, prev, dim=1).mean()
             return mu * F.softplus((s_l - s_g) / tau)
 
-        return self._traced(client.cid, contrastive)
+        return self._traced(state, contrastive)
 
     def after_local_train(self, client: KGClientData, model: KGEClient, state: dict, rnd: int) -> None:
         """Keep this round's local rows as next round's negative anchor (never uploaded)."""

@@ -1,0 +1,91 @@
+"""What crosses a Flower message, and what a ClientApp keeps in its context.
+
+* Payloads (flat dicts of tensors) travel as ``ArrayRecord``s of numpy arrays: no pickle,
+  the same dtype, shape and bytes on both ends, so the ledger counts what it counts in
+  process.
+* Scores travel as a ``MetricRecord`` keyed ``split|metric``.
+* Control data (the run config, the federation's metadata, the round, audit findings)
+  travels as a ``ConfigRecord`` of strings and numbers; it is not an algorithm's payload and
+  the ledger does not count it.
+* A client's private ``state`` stays on its node, in ``Context.state``, as bytes written by
+  :func:`benchmark.checkpoint.dumps` and read back with ``weights_only=True`` and the
+  checkpoint allowlist: nothing in it can run code when it is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+from benchmark import checkpoint
+from benchmark.comm import Payload
+from benchmark.federation import FederationMeta
+
+SEP = "|"
+STATE_KEY = "fedmm.state"
+
+
+def payload_to_record(payload: Payload) -> ArrayRecord:
+    """A payload as numpy arrays, in its own key order."""
+    out = ArrayRecord()
+    for k, t in payload.items():
+        out[k] = Array(t.detach().cpu().contiguous().numpy())
+    return out
+
+
+def record_to_payload(record: ArrayRecord, device: torch.device) -> Payload:
+    """The inverse of :func:`payload_to_record`, onto ``device``."""
+    return {k: torch.from_numpy(np.array(a.numpy(), copy=True)).to(device) for k, a in record.items()}
+
+
+def scores_to_record(scores: dict[str, dict[str, float]]) -> MetricRecord:
+    """``{split: {metric: value}}`` as one flat MetricRecord (ints stay ints)."""
+    out = MetricRecord()
+    for split, metrics in scores.items():
+        for name, v in metrics.items():
+            out[f"{split}{SEP}{name}"] = int(v) if isinstance(v, (bool, int, np.integer)) else float(v)
+    return out
+
+
+def record_to_scores(record: MetricRecord) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for key, v in record.items():
+        split, name = key.split(SEP, 1)
+        out.setdefault(split, {})[name] = v  # type: ignore[assignment]
+    return out
+
+
+def meta_to_json(meta: FederationMeta) -> str:
+    return json.dumps(dataclasses.asdict(meta))  # key order kept: feature_dims order is modality order
+
+
+def meta_from_json(text: str) -> FederationMeta:
+    d = json.loads(text)
+    d["client_ids"] = [int(c) for c in d["client_ids"]]
+    return FederationMeta(**d)
+
+
+def control(**values: Any) -> ConfigRecord:
+    """A ConfigRecord of control values (strings, numbers, lists of one type)."""
+    return ConfigRecord({k: v for k, v in values.items() if v is not None})
+
+
+def load_state(records: RecordDict, device: torch.device) -> dict:
+    """The client's private state from its context ({} before its first message)."""
+    if STATE_KEY not in records:
+        return {}
+    blob = records[STATE_KEY]["blob"]  # type: ignore[index]
+    return checkpoint.loads(bytes(blob), map_location=device)  # type: ignore[arg-type]
+
+
+def save_state(records: RecordDict, state: dict) -> None:
+    records[STATE_KEY] = ConfigRecord({"blob": checkpoint.dumps(state)})
+
+
+__all__ = ["control", "load_state", "meta_from_json", "meta_to_json", "payload_to_record", "record_to_payload",
+           "record_to_scores", "save_state", "scores_to_record"]

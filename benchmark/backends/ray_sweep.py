@@ -1,0 +1,106 @@
+"""``sweep SUITE --backend ray [--address ADDR]``: a suite's cells as Ray tasks.
+
+Why tasks and not Ray Tune trials: a cell is one deterministic run with no search and no
+early stopping between trials, and resume is by cell id against our own store, which Tune's
+experiment directories would duplicate. A task per cell gives what a sweep needs: per-cell
+resources (``resources: {cpus, gpus}`` in the suite; a GPU fraction lets several small
+cells share one GPU), one task per fresh worker with ``--isolate``, and failure isolation (a
+cell that raises, or whose worker dies, becomes a ``failed`` record and the others go on).
+
+The driver is the only writer: it claims each cell (so a concurrent sweep into the same
+store leaves it alone), submits it, and appends its record the moment it returns, so a kill
+loses only the cells in flight and a re-run does only what is missing. Without
+``--address`` a local Ray instance starts with at most ``--jobs`` CPUs (and this machine's
+count); with it, the driver joins that cluster, whose workers must have this package
+installed (``pip install -e .[scale]`` on every node).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from typing import Any
+
+from benchmark.backends import SWEEP_BACKENDS, require
+from benchmark.claims import try_claim
+from benchmark.results import GIT_STATE_ENV, ResultStore
+from benchmark.sweep import CELL_SECONDS, Cell, execute_cell, failed_cell, tick
+from benchmark.threads import ENV as THREADS_ENV
+
+
+def _cell_task(cell: Cell, threads: int) -> dict[str, Any]:
+    """What a Ray worker runs: one cell, its record returned to the driver (never stored here)."""
+    start = time.perf_counter()
+    record = execute_cell(cell, threads)
+    record[CELL_SECONDS] = time.perf_counter() - start
+    return record
+
+
+def connect(address: str | None, jobs: int) -> bool:
+    """Join the cluster at ``address``, or start a local instance; True when this call started Ray."""
+    ray = require("ray", "ray")
+    if ray.is_initialized():
+        return False
+    env = {k: os.environ[k] for k in (GIT_STATE_ENV, THREADS_ENV) if k in os.environ}
+    common: dict[str, Any] = {"runtime_env": {"env_vars": env}, "logging_level": "ERROR", "log_to_driver": False}
+    with warnings.catch_warnings():  # Ray's notice about a future default; a zero-GPU cell still sees no GPU
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        if address:
+            ray.init(address=address, **common)
+        else:
+            ray.init(num_cpus=max(1, min(jobs, os.cpu_count() or 1)), include_dashboard=False, **common)
+    return True
+
+
+@SWEEP_BACKENDS.register("ray")
+def run_cells_ray(todo: list[Cell], store_path: str, threads: int, jobs: int, isolate: bool, bar: Any,
+                  seen: dict[str, int], walls: list[float], address: str | None = None,
+                  resources: dict[str, float] | None = None, **_: Any) -> set[str]:
+    """Run ``todo`` as Ray tasks; returns the ids of cells another live sweep holds."""
+    ray = require("ray", "ray")
+    res = resources or {"cpus": 1.0, "gpus": 0.0}
+    cell_threads = int(os.environ.get(THREADS_ENV, "0") or 0) or max(1, int(res["cpus"]))
+    options: dict[str, Any] = {"num_cpus": res["cpus"], "num_gpus": res["gpus"], "max_retries": 0}
+    if isolate:
+        options["max_calls"] = 1  # a fresh worker per cell (peak memory of its own)
+    remote = ray.remote(**options)(_cell_task)
+    started = connect(address, jobs)
+    store = ResultStore(store_path)
+    held: set[str] = set()
+    claims: dict[Any, Any] = {}
+    pending: dict[Any, Cell] = {}
+    try:
+        for cell in todo:
+            claim = try_claim(store_path, cell.cell_id)
+            if claim is None:
+                held.add(cell.cell_id)
+                continue
+            if sum(r.get("cell_id") == cell.cell_id for r in store.read()) > seen[cell.cell_id]:
+                claim.release()  # another sweep recorded it since planning
+                bar.update(1)
+                continue
+            ref = remote.remote(cell, cell_threads)
+            pending[ref], claims[ref] = cell, claim
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            ref = ready[0]
+            cell = pending.pop(ref)
+            try:
+                record = ray.get(ref)
+            except Exception as e:  # noqa: BLE001 - a dead worker or a task error fails this cell only
+                record = failed_cell(cell, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            store.append({k: v for k, v in record.items() if k != CELL_SECONDS})
+            claims.pop(ref).release()
+            tick(bar, walls, jobs, record)
+    finally:
+        for claim in claims.values():
+            claim.release()
+        if started:
+            ray.shutdown()
+    return held
+
+
+run_cells_ray.requires = ("ray",)  # type: ignore[attr-defined]
+
+__all__ = ["connect", "run_cells_ray"]

@@ -1,0 +1,1 @@
+"""FedMM-Bench as a Flower App (see ../README.md)."""

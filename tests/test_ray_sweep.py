@@ -1,0 +1,126 @@
+"""``sweep --backend ray``: the CI suite's cells as Ray tasks on a local instance (2 CPUs).
+
+Same records as the joblib backend for the same cells; a sweep killed mid-way resumes with
+only the missing cells; the driver is the only writer, so the store parses line by line; a
+missing Ray is a one-line error naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmark.cli import main
+from benchmark.errors import ConfigError
+from benchmark.results import ResultStore
+from benchmark.sweep import Suite, cell_resources
+
+pytest.importorskip("ray")
+
+ROOT = Path(__file__).resolve().parent.parent
+# two cells of the CI suite (FedAvg, seed 0, missing 0% and 60%), three rounds each
+FEW = ["--only", "algorithm.name=fedavg", "--only", "seed=0", "--set", "train.rounds=3"]
+
+
+def _sweep(results: Path, cache: Path, *extra: str) -> list[str]:
+    return ["sweep", "ci", "--scale", "tiny", "--results", str(results), "--set", f"output.cache_dir={cache}", *extra]
+
+
+def _metrics(store: Path) -> dict[str, tuple[dict, dict]]:
+    return {r["cell_id"]: (r["metrics"], r["comm"]) for r in ResultStore(store).read()}
+
+
+def _session_pids(sid: int) -> list[int]:
+    """Processes still in session ``sid`` (what a killed sweep left behind)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def test_ray_sweep_records_equal_the_joblib_backend(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FEDMM_THREADS", "1")  # the same torch threads per cell on both backends
+    cache = tmp_path / "cache"
+    assert main(_sweep(tmp_path / "joblib", cache, *FEW)) == 0
+    assert main(_sweep(tmp_path / "ray", cache, *FEW, "--backend", "ray", "--jobs", "2")) == 0
+    assert "2 cells run now, 2 recorded, 0 failed" in capsys.readouterr().out
+    ray_recs, joblib_recs = (_metrics(tmp_path / d / "ci" / "tiny.jsonl") for d in ("ray", "joblib"))
+    assert len(ray_recs) == 2 and ray_recs.keys() == joblib_recs.keys()
+    for cid, (metrics, comm) in ray_recs.items():
+        assert metrics == joblib_recs[cid][0] and metrics["test/accuracy"] > 0
+        assert comm["bytes_up"] == joblib_recs[cid][1]["bytes_up"] > 0
+    import ray
+
+    assert not ray.is_initialized(), "the local Ray instance this sweep started is shut down"
+
+
+def test_killed_ray_sweep_resumes_only_missing_cells(tmp_path):
+    """Six cells (FedAvg x 2 missing rates x 3 seeds); the driver and its local Ray instance
+    are killed after the first record; the re-run does exactly the rest."""
+    results, store = tmp_path / "res", tmp_path / "res" / "ci" / "tiny.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", "FEDMM_THREADS": "1"}
+    cmd = [sys.executable, str(ROOT / "run_benchmark.py"),
+           *_sweep(results, tmp_path / "cache", "--only", "algorithm.name=fedavg", "--backend", "ray", "--jobs", "2")]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            if store.exists() and store.read_text().count("\n") >= 1:
+                break
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray processes it started (one session)
+        proc.wait()
+        for pid in _session_pids(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+    lines = store.read_text().splitlines()
+    assert all(json.loads(line)["status"] == "ok" for line in lines), "every stored line parses"
+    before = ResultStore(store).read()
+    assert 1 <= len(before) < 6, "the kill should land mid-sweep"
+    out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"{6 - len(before)} cells run now, 6 recorded, 0 failed" in out.stdout
+    after = [json.loads(line) for line in store.read_text().splitlines()]
+    ids = [r["cell_id"] for r in after]
+    assert len(ids) == 6 and len(set(ids)) == 6
+    assert {r["cell_id"] for r in before} <= set(ids)
+
+
+def test_ray_backend_without_ray_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an install without the scale extra looks like
+    assert main(_sweep(tmp_path / "res", tmp_path / "cache", *FEW, "--backend", "ray")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "pip install -e .[scale]" in err
+    assert not (tmp_path / "res" / "ci" / "tiny.jsonl").exists()
+
+
+def test_unknown_backend_and_stray_address_are_errors(tmp_path, capsys):
+    assert main(_sweep(tmp_path / "res", tmp_path / "cache", *FEW, "--backend", "dask")) == 2
+    assert "unknown sweep backend 'dask'" in capsys.readouterr().err
+    assert main(_sweep(tmp_path / "res", tmp_path / "cache", *FEW, "--address", "auto")) == 2
+    assert "--address is for --backend ray" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("spec", "ok"), [({}, {"cpus": 1.0, "gpus": 0.0}), ({"cpus": 2, "gpus": 0.25},
+                                                                          {"cpus": 2.0, "gpus": 0.25}),
+                                          ({"gpus": 1.5}, None), ({"cpus": 0}, None), ({"memory": 1}, None)])
+def test_cell_resources_come_from_the_suite(spec, ok, tmp_path):
+    suite = Suite(name="s", path=tmp_path / "s.yaml", spec={"resources": spec} if spec else {})
+    if ok is None:
+        with pytest.raises(ConfigError, match="resources"):
+            cell_resources(suite)
+    else:
+        assert cell_resources(suite) == ok
