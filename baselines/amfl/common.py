@@ -34,20 +34,31 @@ def build_net(client: AMFLClientData, seed: int, device: torch.device) -> AMFLNe
     return net.to(device)
 
 
+#: the clients' optimizers by name: Adam (Table 5) for every AMFL method; the hypernetwork
+#: methods may choose SGD (their ``local_optimizer`` option says why)
+LOCAL_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
+
+
 class AMFLAlgorithm(Algorithm):
     """Base of the AMFL algorithms: personalized, defined for ``amfl_cls``."""
 
     personalized = True
     tasks = ("amfl_cls",)
 
+    def local_optimizer(self) -> str:
+        """The clients' optimizer, a ``LOCAL_OPTIMIZERS`` name: the config's ``local_optimizer``
+        where the method has one, else Adam."""
+        return str(getattr(self.cfg, "local_optimizer", "adam"))
+
     def client_model(self, client: AMFLClientData, state: dict) -> tuple[AMFLNet, torch.optim.Optimizer]:
-        """The client's persistent model and Adam (rule 0 of ALGORITHMS.md: optimizer state
-        survives across rounds), created on first use."""
+        """The client's persistent model and optimizer (rule 0 of ALGORITHMS.md: optimizer
+        state survives across rounds), created on first use."""
         if "model" not in state:
             model = build_net(client, self.ctx.seed, self.ctx.device)
             train = self.ctx.run.train
             state["model"] = model
-            state["opt"] = torch.optim.Adam(model.parameters(), lr=train.lr, weight_decay=train.weight_decay)
+            state["opt"] = LOCAL_OPTIMIZERS[self.local_optimizer()](model.parameters(), lr=train.lr,
+                                                                    weight_decay=train.weight_decay)
         return state["model"], state["opt"]
 
     def local_train(self, model: nn.Module, opt: torch.optim.Optimizer, client: AMFLClientData, rnd: int,

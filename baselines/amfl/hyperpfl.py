@@ -34,7 +34,7 @@ from torch import Tensor, nn
 
 from benchmark.comm import Payload
 from benchmark.registry import ALGORITHMS
-from baselines.amfl.common import WEIGHT_PREFIX, AMFLAlgorithm, load_weights, stream_seed
+from baselines.amfl.common import LOCAL_OPTIMIZERS, WEIGHT_PREFIX, AMFLAlgorithm, load_weights, stream_seed
 from baselines.amfl.pruning import (MaskedNet, apply_masks, client_ratio, masks_from_payload, masks_payload,
                                     row_masks)
 from baselines.amfl.supernet import Supernet, fan_in, spec_payload
@@ -53,7 +53,7 @@ class HyperPFLConfig:
     server_optimizer: str = field(default="adam", metadata={"help": "sgd or adam on the chain-rule gradient",
                                                             "choices": tuple(OPTIMIZERS)})
     local_optimizer: str = field(default="sgd", metadata={"help": "clients' optimizer: sgd or adam",
-                                                          "choices": ("sgd", "adam")})
+                                                          "choices": tuple(LOCAL_OPTIMIZERS)})
     prune_ratio: float = field(default=0.3, metadata={
         "help": "share of units pruned each round in the largest client's network, smaller ones in proportion "
                 "to their size (paper: no number; 0 = fixed slice, no pruning)", "probability": True})
@@ -106,12 +106,6 @@ class HyperPFL(AMFLAlgorithm):
         self.supernet: Supernet | None = None
         return {}
 
-    def client_model(self, client, state: dict):
-        if "model" not in state and self.cfg.local_optimizer == "sgd":
-            model, _ = super().client_model(client, state)
-            train = self.ctx.run.train
-            state["opt"] = torch.optim.SGD(model.parameters(), lr=train.lr, weight_decay=train.weight_decay)
-        return super().client_model(client, state)
 
     def setup_upload(self, client, state: dict) -> Payload:
         return spec_payload(client)

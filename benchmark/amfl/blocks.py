@@ -90,28 +90,37 @@ def _linear(a: int, b: int) -> nn.Linear:
 WIDTHS_META = {"help": "layer widths, first to last", "min": 1}
 
 
-# --------------------------------------------------------------------------- encoders / trunk
+class LayerWidths:
+    """Mixin of the encoders whose ``widths`` option lists their layers (depth = its length):
+    how a population's (depth, width) draw becomes options, and the one check they share."""
 
-
-@BLOCKS.register("mlp")
-class MLPBlock(Block):
-    """MLP: Linear + ReLU layers of the given widths (an encoder, or the trunk after the fusion)."""
-
-    roles = ("encoder", "trunk")
     draws_width = True
-
-    @dataclass
-    class Options:
-        widths: list[int] = field(default_factory=lambda: [64, 32], metadata=WIDTHS_META)
 
     @classmethod
     def encoder_options(cls, depth: int, width: int, out_width: int) -> dict:
         return {"widths": [width] * (depth - 1) + [out_width]}
 
+    def check_widths(self) -> None:
+        if not self.cfg.widths:  # type: ignore[attr-defined]
+            raise ConfigError(f"block '{self.registry_name}': widths must name at least one layer")  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- encoders / trunk
+
+
+@BLOCKS.register("mlp")
+class MLPBlock(LayerWidths, Block):
+    """MLP: Linear + ReLU layers of the given widths (an encoder, or the trunk after the fusion)."""
+
+    roles = ("encoder", "trunk")
+
+    @dataclass
+    class Options:
+        widths: list[int] = field(default_factory=lambda: [64, 32], metadata=WIDTHS_META)
+
     def __init__(self, in_dims: list[int], opts: dict, **kw) -> None:
         super().__init__(in_dims, opts, **kw)
-        if not self.cfg.widths:
-            raise ConfigError("block 'mlp': widths must name at least one layer")
+        self.check_widths()
         dims = [in_dims[0], *self.cfg.widths]
         self.layers = nn.ModuleList(_linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.out_dim = dims[-1]

@@ -24,30 +24,24 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
-from benchmark.amfl.blocks import BLOCKS, WIDTHS_META, Block, Op
+from benchmark.amfl.blocks import BLOCKS, WIDTHS_META, Block, LayerWidths, Op
 from benchmark.errors import ConfigError
 
 
-class GNNBlock(Block):
+class GNNBlock(LayerWidths, Block):
     """Shared part of the GNN encoders: a stack of message-passing layers of the given widths."""
 
     roles = ("encoder",)
     uses_edges = True
-    draws_width = True
     operator: ClassVar[str] = ""
 
     @dataclass
     class Options:
         widths: list[int] = field(default_factory=lambda: [32, 32], metadata=WIDTHS_META)
 
-    @classmethod
-    def encoder_options(cls, depth: int, width: int, out_width: int) -> dict:
-        return {"widths": [width] * (depth - 1) + [out_width]}
-
     def __init__(self, in_dims: list[int], opts: dict, **kw) -> None:
         super().__init__(in_dims, opts, **kw)
-        if not self.cfg.widths:
-            raise ConfigError(f"block '{self.registry_name}': widths must name at least one layer")
+        self.check_widths()
         self.dims = [in_dims[0], *self.cfg.widths]
         self.layers = nn.ModuleList(self.conv(a, b) for a, b in zip(self.dims[:-1], self.dims[1:]))
         self.out_dim = self.dims[-1]

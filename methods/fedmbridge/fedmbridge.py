@@ -27,7 +27,7 @@ from benchmark.amfl.graph import ArchGraph, build_graph, graph_categories, vocab
 from benchmark.amfl.model import flat_params, load_flat
 from benchmark.comm import Payload
 from benchmark.registry import ALGORITHMS
-from baselines.amfl.common import AMFLAlgorithm, stream_seed
+from baselines.amfl.common import LOCAL_OPTIMIZERS, AMFLAlgorithm, stream_seed
 from methods.fedmbridge.tahn import TAHN, ClientLayout, chain_rule_step
 
 
@@ -69,7 +69,7 @@ class FedMBridgeConfig:
         "help": "weight decay of phi's SGD (Table 5 lists 0.06 without saying for which optimizer)", "min": 0.0})
     local_optimizer: str = field(default="sgd", metadata={
         "help": "clients' optimizer: adam (Table 5) or sgd (Delta theta then follows the local gradient, as in pFedHN)",
-        "choices": ("adam", "sgd")})
+        "choices": tuple(LOCAL_OPTIMIZERS)})
     personal: str = field(default="generated", metadata={
         "help": "evaluated model: generated theta_i (Eq. 4) or local (after the client's last training)",
         "choices": ("generated", "local")})
@@ -106,13 +106,6 @@ class FedMBridge(AMFLAlgorithm):
         self.layouts: dict[int, ClientLayout] = {}
         return {}
 
-    def client_model(self, client, state: dict):
-        """The client's model and optimizer (Adam as every AMFL method, or SGD: ``local_optimizer``)."""
-        if "model" not in state and self.cfg.local_optimizer == "sgd":
-            model, _ = super().client_model(client, state)
-            train = self.ctx.run.train
-            state["opt"] = torch.optim.SGD(model.parameters(), lr=train.lr, weight_decay=train.weight_decay)
-        return super().client_model(client, state)
 
     # ------------------------------------------------------------------ setup: A_i up, theta_i down
     def setup_upload(self, client, state: dict) -> Payload:
