@@ -182,7 +182,7 @@ def write_suite_tables(suite: Any, records: list[dict], scale: str, out: str) ->
 
 def write_suite_plots(suite: Any, records: list[dict], scale: str, out: str) -> list[Path]:
     """Every figure of the suite's ``plots:`` (robustness curves, heatmaps; see report.plots)."""
-    from benchmark.report.plots import suite_plots
+    from benchmark.report.suite_plots import suite_plots
     from benchmark.report.records import under_condition
 
     where = (suite.spec.get("control") or {}).get("where")

@@ -334,9 +334,12 @@ def build_federation(cfg: RunConfig) -> FederatedData:
 
     root = Path(cfg.dataset.root) if cfg.dataset.root else None
     dataset: GraphDataset = ds_cls(ds_cfg).load(root)
-    own_clients = getattr(dataset, "build_federation", None)
-    if callable(own_clients):  # a kind of data that builds its own clients (AMFL simulations, data_prep/amfl)
-        return own_clients(cfg)
+    from data_prep.amfl.source import AMFLSource
+
+    if isinstance(dataset, AMFLSource):  # AMFL simulations have their own clients (data_prep/amfl/build.py)
+        from data_prep.amfl.build import build_amfl_federation
+
+        return build_amfl_federation(cfg, dataset)
     from data_prep.kg.dataset import KGDataset
 
     if isinstance(dataset, KGDataset):  # the KG track has its own clients (data_prep/kg/build.py)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -94,9 +93,3 @@ class AMFLSource:
         inside = (src >= 0) & (dst >= 0)
         cut = int(((src >= 0) ^ (dst >= 0)).sum()) // 2
         return torch.stack([src[inside], dst[inside]]), cut
-
-    def build_federation(self, cfg: Any) -> Any:
-        """The clients of this simulation (the data layer's builder hands AMFL runs here)."""
-        from data_prep.amfl.build import build_amfl_federation
-
-        return build_amfl_federation(cfg, self)
