@@ -1,0 +1,35 @@
+"""The README's AMFL sentence is the committed tiny regression reference, read back.
+
+``results/reference/fedmbridge_table2.json`` comes from ``regress --suite fedmbridge_table2
+--update`` (5 seeds at tiny scale) and CI's ``regress`` holds the code to it; this test holds
+the README to the reference, so neither can drift from the other.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LABELS = {"FedMBridge": "fedmbridge", "Local": "amfl_local", "FedGKD*": "amfl_fedgkd", "APFL": "amfl_apfl",
+          "HeteroFL": "amfl_heterofl", "HyperPFL": "amfl_hyperpfl"}
+
+
+def _reference_acc() -> dict[str, float]:
+    ref = json.loads((ROOT / "results" / "reference" / "fedmbridge_table2.json").read_text())
+    return {label.split(",")[0].split("=")[1]: cell["metrics"]["test/accuracy"]["mean"]
+            for label, cell in ref["cells"].items()}
+
+
+def test_readme_tiny_amfl_accuracies_are_the_reference_and_fedmbridge_trails():
+    acc = _reference_acc()
+    readme = (ROOT / "README.md").read_text()
+    sentence = re.search(r"At tiny scale FedMBridge trails the others \(ACC ([0-9.]+); ([^)]*)\)", readme)
+    assert sentence, "the README's AMFL tiny-scale sentence is gone or reworded; update this test with it"
+    stated = {"FedMBridge": float(sentence.group(1))}
+    stated.update({name: float(v) for name, v in re.findall(r"([A-Za-z*]+) ([0-9.]+)", sentence.group(2))})
+    assert set(stated) == set(LABELS)
+    for name, value in stated.items():
+        assert abs(acc[LABELS[name]] - value) <= 0.005 + 1e-9, (name, value, acc[LABELS[name]])  # 2 decimals
+    assert acc["fedmbridge"] == min(acc.values())
