@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from benchmark.cli import write_suite_tables
-from benchmark.results import ResultStore
+from benchmark.config import build_run_config
+from benchmark.results import ResultStore, stale_reasons
 from benchmark.sweep import applicable, latest_records, load_suite, select_cells
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +39,11 @@ def assert_complete_and_tables_generated(name: str, tmp_path: Path, only: dict[s
     suite, records, n_cells = load_small(name, only)
     assert len(records) == n_cells and all(r["status"] == "ok" for r in records)
     assert {r["seed"] for r in records} == {0, 1, 2}
+    # every kept record measures its cell's config as the suite states it now (what a sweep
+    # would skip): a protocol or base change since the run fails here until it is re-run
+    configs = {c.cell_id: c.config for c in select_cells(suite.cells("small"), only or {})}
+    stale = {r["cell_id"]: why for r in records if (why := stale_reasons(r, build_run_config(configs[r["cell_id"]])))}
+    assert not stale, f"{len(stale)} stale records, e.g. {next(iter(stale.values()))}"
     if clean:
         assert not any(r["provenance"]["git_dirty"] for r in records), "a record was made by uncommitted code"
     for stem, _ in write_suite_tables(suite, records, "small", str(tmp_path)):

@@ -84,18 +84,21 @@ def test_table2_fedmpo_never_best_fedproto_above_it_at_every_rate(table2):
     assert all(table2[("fedproto", r, 0.5)] > table2[("fedmpo", r, 0.5)] + 0.05 for r in RATES)
 
 
-def test_table2_margin_over_fedavg_steady_over_fedmvp_grows(table2):
-    """FedMPO's lead on FedAvg-Zero stays 12-16 points at every rate; on FedMVP it grows with the rate."""
+def test_table2_margin_over_fedavg_narrows_over_fedmvp_grows(table2):
+    """Under client- and node-level missingness FedMPO's lead on FedAvg-Zero narrows as eta
+    rises (19 -> 10 points from 30% to 70%); its lead on FedMVP grows (0 -> 4 points)."""
     over_avg = [table2[("fedmpo", r, 0.5)] - table2[("fedavg", r, 0.5)] for r in RATES]
-    assert all(0.12 < m < 0.16 for m in over_avg), over_avg
+    assert all(m > 0.08 for m in over_avg) and over_avg[0] > over_avg[-1] + 0.05, over_avg
     over_mvp = [table2[("fedmpo", r, 0.5)] - table2[("fedmvp", r, 0.5)] for r in RATES]
-    assert over_mvp[-1] > over_mvp[0] + 0.04, over_mvp
+    assert over_mvp[-1] > over_mvp[0] + 0.03, over_mvp
 
 
 def test_table2_degradation_from_30_to_70_percent_missing(table2):
+    """From 30% to 70% FedMPO loses less than FedMVP (13.5 against 17.2 points) but more than
+    FedProto, FedGCN and FedAvg-Zero (under 5 points each; FedAvg-Zero starts 19 points lower)."""
     drop = {a: table2[(a, 0.3, 0.5)] - table2[(a, 0.7, 0.5)] for a in ("fedmpo", "fedavg", "fedmvp", "fedproto", "fedgcn")}
-    assert drop["fedmpo"] < drop["fedmvp"] and drop["fedmpo"] < drop["fedavg"]
-    assert drop["fedmpo"] > drop["fedproto"] and drop["fedmpo"] > drop["fedgcn"]
+    assert drop["fedmpo"] < drop["fedmvp"]
+    assert all(drop["fedmpo"] > drop[a] + 0.05 for a in ("fedproto", "fedgcn", "fedavg")), drop
 
 
 def test_table2_label_skew_helps_personalized_methods_only(table2):
@@ -106,15 +109,21 @@ def test_table2_label_skew_helps_personalized_methods_only(table2):
         assert table2[(a, 0.3, 0.1)] < table2[(a, 0.3, 1.0)], a
 
 
-def test_table2_fedmpo_best_global_model_at_every_rate_and_alpha(table2):
+def test_table2_fedmpo_first_or_tied_among_global_models_everywhere(table2):
     """Against the methods that evaluate one shared model (all but FedProto, FedPub, FedIIH),
-    FedMPO leads in every column of both halves of the table."""
+    FedMPO is first in at least 5 of the 7 columns and within 0.005 of the first in the others
+    (FedMVP at alpha 1.0, FedGCN at 70% missing)."""
     personalized = {"fedproto", "fedpub", "fediih"}
     settings = {(r, a) for (_, r, a) in table2}
     assert len(settings) == 7
+    first = 0
     for r, a in settings:
         rivals = [alg for (alg, rr, aa) in table2 if (rr, aa) == (r, a) and alg not in personalized | {"fedmpo"}]
-        assert len(rivals) == 8 and all(table2[("fedmpo", r, a)] > table2[(x, r, a)] for x in rivals), (r, a)
+        assert len(rivals) == 8
+        best = max(table2[(x, r, a)] for x in rivals)
+        assert table2[("fedmpo", r, a)] > best - 0.005, (r, a)
+        first += table2[("fedmpo", r, a)] > best
+    assert first >= 5, first
 
 
 def _with_content(records: list[dict]) -> list[dict]:

@@ -32,9 +32,7 @@ def table3():
 
 @pytest.mark.parametrize("name", ["mmfed3_table3", "mmfed3_table6", "mmfed3_fig8"])
 def test_every_cell_recorded_ok_and_table_generated(name, tmp_path):
-    # table6 was swept while the tree held uncommitted edits (its records say git_dirty); the
-    # check of clean provenance is kept for the suites run since.
-    assert_complete_and_tables_generated(name, tmp_path, ONLY.get(name), clean=name != "mmfed3_table6")
+    assert_complete_and_tables_generated(name, tmp_path, ONLY.get(name))
 
 
 def test_mmfed3_hide_beats_mmfede_hide_at_every_client_count(table3):
