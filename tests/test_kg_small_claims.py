@@ -27,7 +27,15 @@ def _mrr(records: list[dict], *keys: str) -> dict[tuple, float]:
 
 @pytest.fixture(scope="module")
 def table3():
-    return _load("mmfed3_table3")
+    """The table's own cells; MMFeD3's sync_client control runs are in ``sync_control``."""
+    suite, records, n = _load("mmfed3_table3")
+    return suite, [r for r in records if not r["params"].get("algorithm.sync_client")], n
+
+
+@pytest.fixture(scope="module")
+def sync_control() -> list[dict]:
+    _, records, _ = _load("mmfed3_table3")
+    return [r for r in records if r["params"].get("algorithm.sync_client")]
 
 
 @pytest.mark.parametrize("name", ["mmfed3_table3", "mmfed3_table6", "mmfed3_fig8"])
