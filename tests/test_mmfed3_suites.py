@@ -43,10 +43,12 @@ def test_every_cell_validates_at_every_scale(name):
 
 
 def test_cell_counts_follow_the_paper_layouts():
-    """Table III: (S-Ind, MMCen) + 4 imputers x 5 FL methods, on 3 datasets, 3 seeds; the
-    bounds carry no imputer param (their algorithms take none)."""
+    """Table III: (S-Ind, MMCen) + 4 imputers x 5 FL methods, on 3 datasets, 3 seeds, plus
+    MMFeD3's sync_client control for AE and HidE; the bounds carry no imputer param (their
+    algorithms take none)."""
     t3 = load_suite("mmfed3_table3").cells("small")
-    assert len(t3) == (2 + 4 * 5) * 3 * 3
+    control = [c for c in t3 if c.params.get("algorithm.sync_client")]
+    assert len(t3) == (2 + 4 * 5) * 3 * 3 + len(control) and len(control) == 2 * 3 * 3
     bounds = [c for c in t3 if c.params["algorithm.name"] in ("s_ind", "mmcen")]
     assert len(bounds) == 2 * 3 * 3 and all("algorithm.imputer" not in c.params for c in bounds)
     assert len(load_suite("mmfed3_table4").cells("tiny")) == 2 * 2 * 2 * 3 * 3
