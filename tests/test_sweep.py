@@ -169,7 +169,7 @@ def test_control_subgrid_keeps_the_other_cells_ids_and_stays_out_of_figures(tmp_
     shuffled = [r["metrics"]["test/accuracy"] for r in records if r["params"].get("missing.content") == "shuffle"]
     assert f"[{100 * sum(shuffled) / 2:.2f}]" in md
     seen: list[list[dict]] = []
-    import benchmark.report.plots as plots
+    import benchmark.report.suite_plots as plots
     real = plots.suite_plots
     try:
         plots.suite_plots = lambda name, spec, recs, out: seen.append(recs) or []  # type: ignore[assignment]
