@@ -47,8 +47,8 @@ def spec_payload(client) -> dict[str, Tensor]:
 
 
 def model_from_payload(payload: dict[str, Tensor], feature_dims: dict[str, int]) -> AMFLNet:
-    """The model an uploaded architecture describes (its weights are placeholders: the
-    global RNG is left untouched)."""
+    """The model an uploaded architecture describes (its initial weights are never used, and
+    building it leaves the global RNG untouched)."""
     info = json.loads(bytes(payload[SPEC_KEY].tolist()).decode())
     spec = ArchSpec.from_dict(info["spec"])
     with torch.random.fork_rng(devices=[]):

@@ -22,6 +22,7 @@ hypernetworks generate.
 from __future__ import annotations
 
 import math
+from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -50,7 +51,7 @@ class Op:
     fan_out: int = 0
 
 
-class Block(nn.Module):
+class Block(nn.Module, metaclass=ABCMeta):
     """Base of every block kind (see the module docstring)."""
 
     roles: ClassVar[tuple[str, ...]] = ()
@@ -76,11 +77,13 @@ class Block(nn.Module):
         self.requested_out = out_dim
         self.out_dim = 0
 
+    @abstractmethod
     def ops(self) -> list[Op]:
-        raise NotImplementedError
+        """The block's operators, in data-flow order (nodes of the architecture graph)."""
 
-    def forward(self, xs: list[Tensor]) -> Tensor:  # pragma: no cover - every kind overrides it
-        raise NotImplementedError
+    @abstractmethod
+    def forward(self, xs: list[Tensor]) -> Tensor:
+        """The block's output from its inputs (one per incoming edge)."""
 
 
 def _linear(a: int, b: int) -> nn.Linear:

@@ -17,6 +17,7 @@ attention vectors). In the supernet baselines a GNN family is one more encoder c
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -46,8 +47,9 @@ class GNNBlock(LayerWidths, Block):
         self.layers = nn.ModuleList(self.conv(a, b) for a, b in zip(self.dims[:-1], self.dims[1:]))
         self.out_dim = self.dims[-1]
 
-    def conv(self, fan_in: int, fan_out: int) -> nn.Module:  # pragma: no cover - every family overrides it
-        raise NotImplementedError
+    @abstractmethod
+    def conv(self, fan_in: int, fan_out: int) -> nn.Module:
+        """One message-passing layer of this family."""
 
     def ops(self) -> list[Op]:
         return [Op(self.operator, (k - 1,) if k else (-1,),

@@ -588,7 +588,7 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
     if spec.control is not None:
         # the frame's index is each record's position, so the suite's one rule decides
         under = pd.Series([under_condition(records[i], spec.control.where) for i in frame.index],
-                          index=frame.index, dtype=bool)
+                          index=frame.index, dtype="bool")
         control_means = _control_means(frame[under], spec, metric_cols)
         frame = frame[~under]
         if frame.empty:

@@ -16,6 +16,7 @@ error (``shortage``), never a silent reuse.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import deque
 
 import numpy as np
@@ -25,7 +26,7 @@ from torch import Tensor
 from data_prep.partition import seeded_rng
 
 
-class Dealer:
+class Dealer(ABC):
     """Bookkeeping shared by the dealers: samples asked and held per class."""
 
     def __init__(self, y: np.ndarray, num_classes: int) -> None:
@@ -34,10 +35,10 @@ class Dealer:
         self.need = np.zeros(num_classes, dtype=np.int64)
         self.pieces = 0   # connected pieces started (graph dealer; 0 for pools)
 
+    @abstractmethod
     def deal(self, quotas: list[tuple[int, int]], rng: np.random.Generator) -> list[np.ndarray]:
         """Sample ids for each (class, count) of one client, in the quotas' order (fewer when
         the class ran out: ``shortage`` then reports it)."""
-        raise NotImplementedError
 
     def shortage(self) -> tuple[int, int, int] | None:
         """(class, samples asked, samples held) of the class short by most, if any is short."""
