@@ -103,11 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    import torch
+
     from benchmark.backends import run_backend
     from benchmark.config import load_config
     from benchmark.results import ResultStore
+    from benchmark.threads import threads_per_job
 
     cfg = load_config(a.config, a.overrides)
+    torch.set_num_threads(threads_per_job(1))   # the count a sweep gives the same cell: same numbers
     record = run_backend(a.backend)(cfg, progress=True, resume=a.resume)
     record["params"] = {"config": a.config or "defaults", "overrides": a.overrides}
     if a.out:

@@ -62,7 +62,8 @@ class LedgerEntry:
 def _row_hashes(x: Tensor) -> set[bytes]:
     """Hashes of the non-constant rows of a 2-D float tensor (zeros/fill rows excluded)."""
     x = x.detach().to("cpu", torch.float32).contiguous()
-    keep = x.std(dim=1) > 0 if x.shape[1] > 1 else x[:, 0] != 0
+    # max > min rather than std > 0: exact for constant rows, and no warning on an empty tensor
+    keep = x.amax(dim=1) > x.amin(dim=1) if x.shape[1] > 1 else x[:, 0] != 0
     return {hashlib.blake2b(r.numpy().tobytes(), digest_size=16).digest() for r in x[keep]}
 
 

@@ -146,6 +146,7 @@ def provenance(cfg: RunConfig, artifact_hash: str, artifact_recipe: str, device:
         "git_dirty": dirty,
         "versions": package_versions(),
         "device": device_name(device),
+        "threads": torch.get_num_threads(),   # CPU numbers depend on it (benchmark/threads.py)
     }
 
 

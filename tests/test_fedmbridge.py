@@ -152,3 +152,59 @@ def test_the_server_update_trains_the_generated_models():
     rec = Engine(cfg).run()
     curve = [v for v in rec["curves"]["val/accuracy"] if v is not None]
     assert curve[0] < 0.35 < 0.45 < max(curve), curve   # 4 classes: chance is 0.25
+
+
+# --------------------------------------------------------------------------- combined with KD (Table 3 rows 7-8)
+
+
+def test_with_kd_the_public_set_is_disclosed_and_still_no_client_gets_another_clients_weights(monkeypatch):
+    from benchmark.comm import Ledger
+
+    downs: list[tuple[int, str, str]] = []   # (cid, name, digest)
+    record = Ledger.record
+
+    def spy(self, rnd, direction, cid, payload, phase="train"):
+        if direction == "down":
+            downs.extend((cid, k, _digest(v)) for k, v in payload.items())
+        return record(self, rnd, direction, cid, payload, phase)
+
+    monkeypatch.setattr(Ledger, "record", spy)
+    rec = _amfl_run("fedmbridge", kd_beta=0.05).run()
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["comm"]["violations"] == []
+    assert "arch.spec" in rec["comm"]["upload_names"]
+    assert rec["comm"]["disclosures"] and all("public." in d for d in rec["comm"]["disclosures"])
+    thetas: dict[str, set[int]] = {}
+    for cid, name, digest in downs:
+        assert name in ("theta", "public.request")
+        if name == "theta":
+            thetas.setdefault(digest, set()).add(cid)
+    assert all(len(cids) == 1 for cids in thetas.values())
+
+
+def test_kd_changes_the_update_by_beta_times_the_distillation_gradient():
+    """distilled() adds -beta * grad to each Delta theta, linear in beta, and nothing at beta 0
+    (the default run sends no spec and asks for no public rows)."""
+    engine = _amfl_run("fedmbridge", kd_beta=0.05)
+    engine.run()
+    algo = engine.sim.algo
+    assert algo.public, "the public set was collected"
+    deltas = {cid: torch.full((algo.layouts[algo.index[cid]].num_params,), 0.01) for cid in engine.sim.states}
+    once = algo.distilled(deltas, rnd=7)
+    algo.cfg.kd_beta = 0.10
+    twice = algo.distilled(deltas, rnd=7)
+    moved = 0
+    for cid in deltas:   # (a client whose units are all inactive on the 3 public rows gets no step)
+        step = once[cid] - deltas[cid]
+        moved += bool(step.abs().max() > 0)
+        torch.testing.assert_close(twice[cid] - deltas[cid], 2 * step, rtol=1e-5, atol=1e-7)
+    assert moved >= len(deltas) // 2
+    plain = _amfl_run("fedmbridge").run()
+    assert "arch.spec" not in plain["comm"]["upload_names"] and not plain["comm"].get("disclosures")
+
+
+def test_kd_is_deterministic_and_moves_the_result():
+    a, b = _amfl_run("fedmbridge", kd_beta=0.5).run(), _amfl_run("fedmbridge", kd_beta=0.5).run()
+    assert a["metrics"] == b["metrics"]
+    assert a["curves"]["val/accuracy"] != _amfl_run("fedmbridge").run()["curves"]["val/accuracy"] or \
+        a["metrics"] != _amfl_run("fedmbridge").run()["metrics"]

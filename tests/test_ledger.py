@@ -45,3 +45,16 @@ def test_audit_ignores_fill_rows():
     c.features["text"][:5] = 0.0
     raw = RawDataFingerprint(c)
     assert Ledger().audit_upload(0, 0, {"b": torch.zeros(3, 8)}, raw, None) == []
+
+
+def test_row_hashes_skip_constant_rows_and_are_silent_on_empty_input():
+    import warnings
+
+    from benchmark.comm import _row_hashes
+
+    x = torch.tensor([[0.1, 0.1, 0.1], [0.3, 0.1, 0.2], [7.0, 7.0, 7.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(_row_hashes(x)) == 1
+        assert _row_hashes(torch.zeros(0, 5)) == set()
+    assert _row_hashes(torch.tensor([[0.0], [2.0]])) == _row_hashes(torch.tensor([[2.0]]))

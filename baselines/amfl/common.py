@@ -166,3 +166,15 @@ def mean_embedding(teachers: list[AMFLNet], parts: list[dict[str, Tensor]], feat
     with torch.no_grad():
         return torch.stack([t.eval().embed(imputed(parts, t.spec.modalities, feature_dims, device))
                             for t in teachers]).mean(0)
+
+
+def distill_grads(student: AMFLNet, teachers: list[AMFLNet], parts: list[dict[str, Tensor]],
+                  feature_dims: dict[str, int], device: torch.device) -> list[Tensor | None]:
+    """The gradient of the starred methods' server-side distillation loss (mean squared error
+    between the student's trunk output and the teachers' mean, on the public rows) for each of
+    the student's parameters, in ``parameters()`` order; None where the loss does not reach
+    (the personal head: the target is the trunk's output)."""
+    x = imputed(parts, student.spec.modalities, feature_dims, device)
+    target = mean_embedding(teachers, parts, feature_dims, device)
+    loss = torch.nn.functional.mse_loss(student.embed(x), target)
+    return list(torch.autograd.grad(loss, list(student.parameters()), allow_unused=True))

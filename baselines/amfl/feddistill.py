@@ -29,8 +29,8 @@ from torch import Tensor
 
 from benchmark.comm import Payload, disclosed
 from benchmark.registry import ALGORITHMS
-from baselines.amfl.common import (AMFLAlgorithm, collect_public, imputed, load_weights, mean_embedding,
-                                   public_requests, public_upload, stream_seed, weights_payload)
+from baselines.amfl.common import (AMFLAlgorithm, collect_public, distill_grads, load_weights, public_requests,
+                                   public_upload, stream_seed, weights_payload)
 from baselines.amfl.supernet import model_from_payload, spec_payload
 
 
@@ -97,12 +97,8 @@ class FedDistill(AMFLAlgorithm):
                 continue
             teachers = rng.choice(others, size=min(self.cfg.teachers, len(others)), replace=False).tolist()
             student = self._model(cid, weights[cid])
-            x = imputed(self.public, student.spec.modalities, self.ctx.feature_dims, self.ctx.device)
-            target = mean_embedding([self._model(t, weights[t]) for t in teachers], self.public,
-                                    self.ctx.feature_dims, self.ctx.device)
-            loss = torch.nn.functional.mse_loss(student.embed(x), target)
-            # the personal head is not distilled (the target is the trunk's output): no gradient there
-            grads = torch.autograd.grad(loss, list(student.parameters()), allow_unused=True)
+            grads = distill_grads(student, [self._model(t, weights[t]) for t in teachers], self.public,
+                                  self.ctx.feature_dims, self.ctx.device)
             with torch.no_grad():
                 for p, g in zip(student.parameters(), grads):
                     if g is not None:

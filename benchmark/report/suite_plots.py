@@ -13,13 +13,15 @@ from benchmark.report.contrast_figure import CONTRAST_PLOT_KINDS
 from benchmark.report.kg_figures import KG_PLOT_KINDS
 from benchmark.report.plots import PLOT_KINDS
 from benchmark.report.rank_figure import RANK_PLOT_KINDS
+from benchmark.report.scatter_figure import SCATTER_PLOT_KINDS
 from benchmark.report.stacked_figure import STACKED_PLOT_KINDS
 
 
 def plot_kinds() -> dict[str, Any]:
     """Every plot kind a suite's ``plots:`` may name: the generic ones of ``plots``, the KG
-    track's figures, the rank chart, the contrast chart and the stacked bars."""
-    return {**PLOT_KINDS, **KG_PLOT_KINDS, **RANK_PLOT_KINDS, **CONTRAST_PLOT_KINDS, **STACKED_PLOT_KINDS}
+    track's figures, the rank chart, the contrast chart, the stacked bars and score vs cost."""
+    return {**PLOT_KINDS, **KG_PLOT_KINDS, **RANK_PLOT_KINDS, **CONTRAST_PLOT_KINDS, **STACKED_PLOT_KINDS,
+            **SCATTER_PLOT_KINDS}
 
 
 def suite_plots(suite: str, specs: Sequence[Mapping[str, Any]] | None, records: Sequence[Mapping[str, Any]],

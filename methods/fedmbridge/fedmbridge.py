@@ -14,6 +14,17 @@ Rounds in the harness's hooks:
 * ``evaluate``: the personal model is the generated theta_i (Eq. 4; ``personal:
   generated``), or the client's weights after its last local training (``personal: local``).
 
+Combined with feature sharing (Table 3, rows 7-8, ``kd_beta`` > 0): the vanilla federated
+distillation of FedDistill* (Appendix B.1.2) runs on the server before the TAHN update. The
+public set is gathered as FedDistill* gathers it (5% of the training rows of 5% of each
+modality group's clients, declared in ``comm.disclosures``); setup then also carries each
+client's architecture spec, so that the server can build its model. Each uploaded client is a
+student: the server rebuilds theta~_i = theta_i + Delta theta_i, draws up to ``kd_teachers``
+of the round's other theta~_j as teachers, and adds one distillation step of size beta to the
+update, Delta theta_i <- Delta theta_i - beta grad KD(theta~_i), which the chain rule then
+digests. Paper silent on where the KD step enters; this is the reading in which the TAHN is
+still the only thing that reaches a client.
+
 Server memory is the TAHN plus one graph and one index layout per client.
 """
 
@@ -21,13 +32,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from benchmark.amfl.graph import ArchGraph, build_graph, graph_categories, vocab_sizes
 from benchmark.amfl.model import flat_params, load_flat
 from benchmark.comm import Payload
+from benchmark.comm import disclosed
 from benchmark.registry import ALGORITHMS
-from baselines.amfl.common import LOCAL_OPTIMIZERS, AMFLAlgorithm, stream_seed
+from baselines.amfl.common import (LOCAL_OPTIMIZERS, AMFLAlgorithm, collect_public, distill_grads, public_requests,
+                                   public_upload, stream_seed)
+from baselines.amfl.supernet import SPEC_KEY, model_from_payload, spec_payload
 from methods.fedmbridge.tahn import TAHN, ClientLayout, chain_rule_step
 
 
@@ -70,6 +85,14 @@ class FedMBridgeConfig:
     local_optimizer: str = field(default="sgd", metadata={
         "help": "clients' optimizer: adam (Table 5) or sgd (Delta theta then follows the local gradient, as in pFedHN)",
         "choices": tuple(LOCAL_OPTIMIZERS)})
+    kd_beta: float = field(default=0.0, metadata={
+        "help": "step size of the server-side distillation combined with FedMBridge (Table 3 rows 7-8: 0.01, "
+                "0.05); 0 turns it off", "min": 0.0})
+    kd_teachers: int = field(default=10, metadata={"help": "teachers per student when kd_beta > 0 (Appendix B.1.2: s = 10)",
+                                                   "min": 1})
+    kd_rho: float = field(default=0.05, metadata={
+        "help": "share of clients per modality group asked for public rows, and share of their rows, when kd_beta > 0",
+        "probability": True})
     personal: str = field(default="generated", metadata={
         "help": "evaluated model: generated theta_i (Eq. 4) or local (after the client's last training)",
         "choices": ("generated", "local")})
@@ -88,7 +111,7 @@ class FedMBridge(AMFLAlgorithm):
 
     Config = FedMBridgeConfig
     has_setup = True
-    upload_keys = (r"arch\.(features|edges|param_node|param_shape)", "delta")
+    upload_keys = (r"arch\.(features|edges|param_node|param_shape|spec)", "delta", disclosed(r"public\..+"))
 
     def init_server(self) -> Payload:
         c, ctx = self.cfg, self.ctx
@@ -104,22 +127,37 @@ class FedMBridge(AMFLAlgorithm):
                   {"params": [self.tahn.tasks.weight], "weight_decay": 0.0}]
         self.opt = SERVER_OPTIMIZERS[c.server_optimizer](groups, lr=c.server_lr)
         self.layouts: dict[int, ClientLayout] = {}
+        self.specs: dict[int, Payload] = {}
+        self.public: list[dict[str, torch.Tensor]] = []
         return {}
+
+    @property
+    def distills(self) -> bool:
+        return self.cfg.kd_beta > 0
 
 
     # ------------------------------------------------------------------ setup: A_i up, theta_i down
     def setup_upload(self, client, state: dict) -> Payload:
         model, _ = self.client_model(client, state)
-        return build_graph(model, self.ctx.modalities).payload()
+        graph = build_graph(model, self.ctx.modalities).payload()
+        return {**graph, **spec_payload(client)} if self.distills else graph
 
     def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:
         for cid, up in uploads.items():
             self.layouts[self.index[cid]] = ClientLayout.of(ArchGraph.from_payload(up), self.cfg.chunk,
                                                             self.cfg.max_chunks, self.ctx.device)
-        return {cid: self._theta(cid) for cid in uploads}
+        replies = {cid: self._theta(cid) for cid in uploads}
+        if self.distills:
+            self.specs = {cid: {SPEC_KEY: up[SPEC_KEY]} for cid, up in uploads.items()}
+            asked = public_requests(self.specs, self.ctx.feature_dims, self.cfg.kd_rho,
+                                    stream_seed(self.ctx.seed, "fedmbridge/public"))
+            replies = {cid: {**replies[cid], **asked[cid]} for cid in replies}
+        return replies
 
     def setup_receive(self, client, state: dict, payload: Payload) -> None:
         state["theta"] = payload["theta"]
+        if "public.request" in payload:
+            state["public_request"] = bool(payload["public.request"].item())
 
     @torch.no_grad()
     def _theta(self, cid: int) -> Payload:
@@ -132,10 +170,41 @@ class FedMBridge(AMFLAlgorithm):
         model, opt = self.client_model(client, state)
         load_flat(model, theta)
         self.local_train(model, opt, client, rnd)
-        return {"delta": flat_params(model) - theta}
+        up: Payload = {"delta": flat_params(model) - theta}
+        if state.pop("public_request", False):
+            up.update(public_upload(client, self.cfg.kd_rho, stream_seed(self.ctx.seed, "fedmbridge/rows", client.cid)))
+        return up
+
+    def _trained(self, cid: int, delta: torch.Tensor) -> torch.nn.Module:
+        """Client ``cid``'s model at theta~ = theta + Delta theta (theta: what the TAHN sends it now)."""
+        model = model_from_payload(self.specs[cid], self.ctx.feature_dims).to(self.ctx.device)
+        load_flat(model, self._theta(cid)["theta"] + delta)
+        return model
+
+    def distilled(self, deltas: dict[int, torch.Tensor], rnd: int) -> dict[int, torch.Tensor]:
+        """Each Delta theta_i plus one distillation step of size kd_beta from the round's other
+        clients (as teachers) on the public set; unchanged while there is no public row yet."""
+        if not self.public or len(deltas) < 2:
+            return deltas
+        rng = np.random.default_rng(stream_seed(self.ctx.seed, "fedmbridge/teachers", rnd))
+        models = {cid: self._trained(cid, d) for cid, d in deltas.items()}
+        out = {}
+        for cid in sorted(deltas):
+            others = [c for c in sorted(deltas) if c != cid]
+            teachers = rng.choice(others, size=min(self.cfg.kd_teachers, len(others)), replace=False).tolist()
+            grads = distill_grads(models[cid], [models[t] for t in teachers], self.public, self.ctx.feature_dims,
+                                  self.ctx.device)
+            flat = torch.cat([torch.zeros_like(p).reshape(-1) if g is None else g.reshape(-1)
+                              for p, g in zip(models[cid].parameters(), grads)])
+            out[cid] = deltas[cid] - self.cfg.kd_beta * flat.detach()
+        return out
 
     def aggregate(self, uploads: dict[int, Payload], rnd: int) -> dict[int, Payload]:
-        deltas = {self.index[cid]: up["delta"] for cid, up in uploads.items()}
+        by_cid = {cid: up["delta"] for cid, up in uploads.items()}
+        if self.distills:
+            collect_public(self.public, uploads)
+            by_cid = self.distilled(by_cid, rnd)
+        deltas = {self.index[cid]: d for cid, d in by_cid.items()}
         if deltas:
             chain_rule_step(self.tahn, self.opt, self.layouts, deltas)
         return {cid: self._theta(cid) for cid in self.ctx.client_ids}
