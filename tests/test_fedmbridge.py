@@ -208,3 +208,30 @@ def test_kd_is_deterministic_and_moves_the_result():
     assert a["metrics"] == b["metrics"]
     assert a["curves"]["val/accuracy"] != _amfl_run("fedmbridge").run()["curves"]["val/accuracy"] or \
         a["metrics"] != _amfl_run("fedmbridge").run()["metrics"]
+
+
+def test_distillation_gradient_is_clipped_to_its_global_norm_and_untouched_below_it():
+    from baselines.amfl.common import distill_grads
+
+    student, _ = _tiny_clients()
+    torch.manual_seed(1)
+    teacher = AMFLNet(student.spec, DIMS, TOKENS, 3).double()
+    with torch.no_grad():
+        for p in teacher.parameters():
+            p.mul_(30.0)                                   # a far-off teacher: a large gradient
+    parts = [{"image": torch.randn(5, 12, dtype=torch.float64), "signal": torch.randn(5, 8, dtype=torch.float64)}]
+    dev = torch.device("cpu")
+
+    def norm(gs):
+        return float(torch.linalg.vector_norm(torch.stack([g.norm() for g in gs if g is not None])))
+
+    raw = distill_grads(student, [teacher], parts, DIMS, dev)
+    assert norm(raw) > 2.0
+    clipped = distill_grads(student, [teacher], parts, DIMS, dev, max_norm=1.0)
+    assert norm(clipped) == pytest.approx(1.0)
+    for r, c in zip(raw, clipped):                          # same direction, only shorter
+        assert (r is None) == (c is None)
+        if r is not None:
+            torch.testing.assert_close(c, r / norm(raw))
+    loose = distill_grads(student, [teacher], parts, DIMS, dev, max_norm=10 * norm(raw))
+    assert all(r is None and l is None or torch.equal(r, l) for r, l in zip(raw, loose))

@@ -169,12 +169,22 @@ def mean_embedding(teachers: list[AMFLNet], parts: list[dict[str, Tensor]], feat
 
 
 def distill_grads(student: AMFLNet, teachers: list[AMFLNet], parts: list[dict[str, Tensor]],
-                  feature_dims: dict[str, int], device: torch.device) -> list[Tensor | None]:
+                  feature_dims: dict[str, int], device: torch.device, max_norm: float = 0.0) -> list[Tensor | None]:
     """The gradient of the starred methods' server-side distillation loss (mean squared error
     between the student's trunk output and the teachers' mean, on the public rows) for each of
     the student's parameters, in ``parameters()`` order; None where the loss does not reach
-    (the personal head: the target is the trunk's output)."""
+    (the personal head: the target is the trunk's output).
+
+    ``max_norm`` > 0 scales the whole gradient down to that global norm when it is larger.
+    Appendix B.1.2 takes a plain step of size beta; on TikTok graph clients the gradient's norm,
+    mostly 0.1-20, reached 3e3-3e10 in a few steps (amfl_graph, FedDistill*, seed 3), whose
+    step sent a client weights of norm 5e5 and its next loss to NaN."""
     x = imputed(parts, student.spec.modalities, feature_dims, device)
     target = mean_embedding(teachers, parts, feature_dims, device)
     loss = torch.nn.functional.mse_loss(student.embed(x), target)
-    return list(torch.autograd.grad(loss, list(student.parameters()), allow_unused=True))
+    grads = list(torch.autograd.grad(loss, list(student.parameters()), allow_unused=True))
+    if max_norm > 0:
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads if g is not None]))
+        if norm > max_norm:
+            grads = [None if g is None else g * (max_norm / norm) for g in grads]
+    return grads

@@ -90,6 +90,8 @@ class FedMBridgeConfig:
                 "0.05); 0 turns it off", "min": 0.0})
     kd_teachers: int = field(default=10, metadata={"help": "teachers per student when kd_beta > 0 (Appendix B.1.2: s = 10)",
                                                    "min": 1})
+    kd_clip: float = field(default=5.0, metadata={
+        "help": "largest global norm of the distillation gradient (as FedDistill*'s clip); 0 = unclipped", "min": 0.0})
     kd_rho: float = field(default=0.05, metadata={
         "help": "share of clients per modality group asked for public rows, and share of their rows, when kd_beta > 0",
         "probability": True})
@@ -193,7 +195,7 @@ class FedMBridge(AMFLAlgorithm):
             others = [c for c in sorted(deltas) if c != cid]
             teachers = rng.choice(others, size=min(self.cfg.kd_teachers, len(others)), replace=False).tolist()
             grads = distill_grads(models[cid], [models[t] for t in teachers], self.public, self.ctx.feature_dims,
-                                  self.ctx.device)
+                                  self.ctx.device, max_norm=self.cfg.kd_clip)
             flat = torch.cat([torch.zeros_like(p).reshape(-1) if g is None else g.reshape(-1)
                               for p, g in zip(models[cid].parameters(), grads)])
             out[cid] = deltas[cid] - self.cfg.kd_beta * flat.detach()
