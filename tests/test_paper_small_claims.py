@@ -13,7 +13,7 @@ from collections import defaultdict
 import pytest
 from small_results import assert_complete_and_tables_generated, load_small, mean_metric
 
-SUITES = ["mmfed3_table4", "fedmgs_table4", "mmfed3_fig5", "mmfed3_fig6", "fedmpo_ablation"]
+SUITES = ["mmfed3_table4", "fedmgs_table4", "mmfed3_fig5", "mmfed3_fig6", "fedmpo_ablation", "fedmgs_sensitivity"]
 
 
 @pytest.mark.parametrize("name", SUITES)
@@ -161,3 +161,43 @@ def test_fedmpo_ablation_tiktok_columns_do_not_separate_the_variants(fedmpo_abla
     assert max(dy, key=dy.get) == "full" and dy["full"] - min(dy.values()) < 0.03
     toys = [s for (g, _), s in fedmpo_ablation.items() if g == "toys"]
     assert len(toys) == 5 and all(0.06 < s < 0.09 for s in toys)
+
+
+# --------------------------------------------------------------------------- FedMGS sensitivity (Fig. 3)
+
+
+@pytest.fixture(scope="module")
+def fedmgs_sens() -> dict[tuple, float]:
+    """(setting, lambda_rec, lambda_proto) -> the panel's metric, mean over seeds."""
+    _, records, _ = load_small("fedmgs_sensitivity")
+    out: dict[tuple, list[float]] = defaultdict(list)
+    for r in records:
+        p = r["params"]
+        metric = "test/auc" if "test/auc" in r["metrics"] else "test/accuracy"
+        out[(p["setting"], p["algorithm.lambda_rec"], p["algorithm.lambda_proto"])].append(r["metrics"][metric])
+    return {k: sum(v) / len(v) for k, v in out.items()}
+
+
+def test_fedmgs_sensitivity_accuracy_falls_with_lambda_rec_and_ignores_lambda_proto(fedmgs_sens):
+    """Grocery stand-in (node classification): accuracy falls as lambda_rec grows, from 84-85%
+    at 0.1 to 77-79% at 2, in every lambda_proto column; within a row lambda_proto moves it by
+    under 2 points."""
+    settings = {k[0] for k in fedmgs_sens}
+    nc = next(s for s in settings if s != "ku")
+    recs = sorted({k[1] for k in fedmgs_sens if k[0] == nc})
+    protos = sorted({k[2] for k in fedmgs_sens if k[0] == nc})
+    assert recs == [0.1, 0.5, 1.0, 2.0] and len(protos) == 4
+    for lp in protos:
+        assert fedmgs_sens[(nc, 0.1, lp)] > fedmgs_sens[(nc, 0.5, lp)] > fedmgs_sens[(nc, 2.0, lp)] + 0.02, lp
+    for lr in recs:
+        row = [fedmgs_sens[(nc, lr, lp)] for lp in protos]
+        assert max(row) - min(row) < 0.02, lr
+
+
+def test_fedmgs_sensitivity_ku_matching_is_at_chance_and_lambda_proto_is_inert(fedmgs_sens):
+    """KU (TikTok matching): AUC 0.50-0.52 everywhere, and each row is one number: matching has
+    no classes, so FedMGS's L_proto is off and lambda_proto cannot act (the caption says so)."""
+    ku = {k: v for k, v in fedmgs_sens.items() if k[0] == "ku"}
+    assert len(ku) == 16 and all(0.49 < v < 0.53 for v in ku.values())
+    for lr in {k[1] for k in ku}:
+        assert len({v for k, v in ku.items() if k[1] == lr}) == 1, lr
