@@ -13,7 +13,8 @@ from collections import defaultdict
 import pytest
 from small_results import assert_complete_and_tables_generated, load_small, mean_metric
 
-SUITES = ["mmfed3_table4", "fedmgs_table4", "mmfed3_fig5", "mmfed3_fig6", "fedmpo_ablation", "fedmgs_sensitivity"]
+SUITES = ["mmfed3_table4", "fedmgs_table4", "mmfed3_fig5", "mmfed3_fig6", "fedmpo_ablation", "fedmgs_sensitivity",
+          "mmfed3_fig7", "fedmpo_sensitivity"]
 
 
 @pytest.mark.parametrize("name", SUITES)
@@ -201,3 +202,59 @@ def test_fedmgs_sensitivity_ku_matching_is_at_chance_and_lambda_proto_is_inert(f
     assert len(ku) == 16 and all(0.49 < v < 0.53 for v in ku.values())
     for lr in {k[1] for k in ku}:
         assert len({v for k, v in ku.items() if k[1] == lr}) == 1, lr
+
+
+# --------------------------------------------------------------------------- MMFeD3-HidE Figure 7
+
+
+@pytest.fixture(scope="module")
+def fig7() -> dict[tuple, float]:
+    """(varied hyperparameter, its value, clients) -> test MRR, mean over seeds (the others at
+    their defaults: lambda 1, 5 steps, eta 0.1, mu 0.1)."""
+    _, records, _ = load_small("mmfed3_fig7")
+    out: dict[tuple, list[float]] = defaultdict(list)
+    for r in records:
+        (key, value), = [(k, v) for k, v in r["params"].items() if k != "partition.num_clients"]
+        out[(key, value, r["params"]["partition.num_clients"])].append(r["metrics"]["test/mrr"])
+    return {k: sum(v) / len(v) for k, v in out.items()}
+
+
+def test_fig7_too_much_di_or_feature_distillation_collapses_mmfed3(fig7):
+    """At 3, 5 and 10 clients: lambda (L_DI) from 0.01 to 1 moves MRR by under 0.02, and 10
+    drops it below 0.15; eta 0.1 is best of 0.01 / 0.1 / 1, and 1 drops it by over 0.1; mu 1
+    costs 0.01-0.03 against mu 0.1."""
+    for n in (3, 5, 10):
+        low = [fig7[("algorithm.lambda_di", v, n)] for v in (0.01, 0.1, 1.0)]
+        assert max(low) - min(low) < 0.02 and fig7[("algorithm.lambda_di", 10.0, n)] < 0.15, n
+        eta = {v: fig7[("algorithm.eta", v, n)] for v in (0.01, 0.1, 1.0)}
+        assert max(eta, key=eta.get) == 0.1 and eta[0.1] - eta[1.0] > 0.1, n
+        assert 0.005 < fig7[("algorithm.mu", 0.1, n)] - fig7[("algorithm.mu", 1.0, n)] < 0.035, n
+
+
+def test_fig7_more_diffusion_steps_do_not_help(fig7):
+    """2 or 5 diffusion steps give the best MRR at every client count; 10 and 20 never beat
+    the better of them."""
+    for n in (3, 5, 10):
+        few = max(fig7[("algorithm.diffusion_steps", v, n)] for v in (2, 5))
+        assert all(fig7[("algorithm.diffusion_steps", v, n)] < few for v in (10, 20)), n
+
+
+# --------------------------------------------------------------------------- FedMPO sensitivity
+
+
+@pytest.fixture(scope="module")
+def fedmpo_sens() -> dict[tuple, float]:
+    _, records, _ = load_small("fedmpo_sensitivity")
+    return mean_metric(records, "accuracy", "setting", "algorithm.lambda_rec", "algorithm.lambda_route")
+
+
+def test_fedmpo_sensitivity_is_flat_on_fb15k_and_peaks_at_lambda_rec_01_on_grocery(fedmpo_sens):
+    """FB15K-237 typing (Ele-fashion's stand-in): all 16 cells within 1.2 points (one seed std
+    is about 2.2), so neither weight matters there. Grocery stand-in: lambda_rec 0.1 is the best
+    row in every lambda_route column, lambda_rec 0.5 the worst."""
+    ele = [v for k, v in fedmpo_sens.items() if k[0] == "ele_fashion"]
+    assert len(ele) == 16 and max(ele) - min(ele) < 0.012
+    other = next(k[0] for k in fedmpo_sens if k[0] != "ele_fashion")
+    for route in sorted({k[2] for k in fedmpo_sens if k[0] == other}):
+        col = {rec: v for (g, rec, r), v in fedmpo_sens.items() if g == other and r == route}
+        assert max(col, key=col.get) == 0.1 and min(col, key=col.get) == 0.5, route
