@@ -15,14 +15,15 @@ load_plugins()
 
 
 @functools.lru_cache(maxsize=None)
-def sharing_acc(algo: str, rounds: int, lr: float) -> float:
-    """Test ACC (seed 0) of ``algo`` on the population; the run must pass the ledger audit."""
+def sharing_acc(algo: str, rounds: int, lr: float, options: tuple[tuple[str, object], ...] = ()) -> float:
+    """Test ACC (seed 0) of ``algo`` (with ``options``, pairs of algorithm settings) on the
+    population; the run must pass the ledger audit."""
     cfg = build_run_config({
         "dataset": {"name": "av_digits"}, "task": {"name": "amfl_cls"}, "missing": {"name": "none"},
         "partition": {"name": "amfl_population", "num_clients": 8, "samples_mean": 30, "samples_std": 0.0,
                       "classes_per_client": 10, "label_order": "global", "modality_sets": ["image+signal"],
                       "fusions": ["concat"], "encoders": ["mlp"], "depths": [1, 2]},
-        "algorithm": {"name": algo},
+        "algorithm": {"name": algo, **dict(options)},
         "train": {"rounds": rounds, "eval_every": 5, "local_epochs": 5, "lr": lr, "device": "cpu"}})
     rec = Engine(cfg).run()
     assert rec["status"] == "ok" and rec["comm"]["violations"] == []
