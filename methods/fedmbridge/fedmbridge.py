@@ -37,8 +37,7 @@ import torch
 
 from benchmark.amfl.graph import ArchGraph, build_graph, graph_categories, vocab_sizes
 from benchmark.amfl.model import flat_params, load_flat
-from benchmark.comm import Payload
-from benchmark.comm import disclosed
+from benchmark.comm import Payload, disclosed
 from benchmark.registry import ALGORITHMS
 from baselines.amfl.common import (LOCAL_OPTIMIZERS, AMFLAlgorithm, collect_public, distill_grads, public_requests,
                                    public_upload, stream_seed)
