@@ -1,69 +1,42 @@
 """Checkpoints that cannot run code when they are read back, and the RNG state they carry.
 
-Choice: the simulation is saved as objects (the algorithm, its models, optimizers, client
-states, the ledger) and read with ``torch.load(weights_only=True)`` plus an allowlist.
-Turning every algorithm into plain tensors and containers was rejected: an algorithm keeps
-arbitrary state (personal models and optimizers created lazily per client, prototype banks,
-PyG convolutions with their introspection caches), so a generic tensors-only encoding could
-not rebuild it without each of the ~20 algorithms writing its own (de)serializer.
+A checkpoint is one safetensors file (``<config hash>.ckpt.safetensors``): the simulation's
+tensors, and everything else (counters, RNG states, the algorithm's state structure, the
+ledger, optimizer scalars) as a JSON tree beside them, written by :mod:`benchmark.state_codec`.
+No pickle is involved anywhere: reading a file builds JSON values and tensors only, then the
+code rebuilds its own objects from them, from a table of classes the code lists (never a name
+the file resolves through modules, never an import). Objects the engine owns (the run's
+context and config, the clients' data) are anchors: written by name, read back as the
+engine's own.
 
-The allowlist is computed per file: :func:`torch.serialization.get_unsafe_globals_in_checkpoint`
-lists the globals a file names, and :func:`admissible` accepts a global only when it is
+The header's metadata carries a format tag, a format version and the config hash of the run.
+A file that is corrupt, truncated, foreign (a pickle, say), of another version, of another
+config, or that names a class outside the table is renamed to ``<name>.bad-<timestamp>`` with
+a one-line warning on stderr, and the run starts fresh.
 
-* a class defined in this project's packages (``benchmark``, ``baselines``, ``methods``,
-  ``data_prep``);
-* a torch/PyG module, optimizer or LR scheduler class, or a class of PyG's ``inspector``
-  (GCNConv and friends keep one);
-* numpy's array and dtype classes, with numpy's array rebuild helper;
-* a builtin scalar/container type, or a non-callable ``typing`` construct (PyG's inspector
-  stores annotations such as ``Union[int, None]``), with ``operator.getitem`` that builds them.
-
-Anything else (``os.system``, ``posix.system``, ``builtins.eval``/``open``, ``subprocess``...)
-is refused before torch reads the pickle, and torch's own unpickler refuses it again. A
-module named in the file is imported only when its top package is one of those above, so a
-crafted name cannot trigger an arbitrary import. What is left is that an allowed class may be
-instantiated with crafted arguments; no class in those packages touches files or processes in
-its constructor or ``__setstate__``.
-
-Every checkpoint stores a format tag, a format version and the config hash of its run. A file
-that is corrupt, truncated, foreign, of another version or of another config is renamed to
-``<name>.bad-<timestamp>`` with a one-line warning on stderr, and the run starts fresh.
-
-RNG states are stored as plain lists of ints, so ``map_location`` never moves them: they are
+RNG states are stored as plain lists of ints, so the device never moves them: they are
 restored from CPU ``uint8`` tensors whatever device the simulation is loaded onto (both
 ``torch.set_rng_state`` and ``torch.cuda.set_rng_state_all`` require CPU ByteTensors).
 """
 
 from __future__ import annotations
 
-import builtins
-import importlib
-import inspect
-import io
 import os
-import pickle
 import random
 import sys
 import time
-import zipfile
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from benchmark.errors import first_line
+from benchmark import state_codec
+from benchmark.state_codec import StateError
 
 FORMAT = "fedmm-checkpoint"
-VERSION = 2  # 2: every hook runs under its own seed (benchmark.roles)
-PROJECT_PACKAGES = frozenset({"benchmark", "baselines", "methods", "data_prep"})
-_IMPORTABLE = PROJECT_PACKAGES | {"torch", "torch_geometric", "numpy", "builtins", "typing", "_operator",
-                                  "operator", "inspect", "collections"}
-_BUILTIN_TYPES = frozenset({"int", "float", "complex", "bool", "str", "bytes", "bytearray", "tuple", "list",
-                            "dict", "set", "frozenset", "slice", "range", "type", "object", "NoneType"})
-_NAMED_HELPERS = frozenset({"numpy._core.multiarray._reconstruct", "numpy.core.multiarray._reconstruct",
-                            "_operator.getitem", "operator.getitem"})
+VERSION = 3  # 3: safetensors + JSON, no pickle; 2: every hook runs under its own seed (benchmark.roles)
+SUFFIX = ".ckpt.safetensors"
 
 
 class BadCheckpoint(Exception):
@@ -105,179 +78,75 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(tensors["cuda"])
 
 
-# ----------------------------------------------------------------------------- allowlist
-def _resolve(name: str) -> Any:
-    """The object a pickle global names, or None when it cannot be found."""
-    parts = name.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        module = ".".join(parts[:cut])
-        try:
-            obj: Any = importlib.import_module(module)
-        except ImportError:
-            continue
-        try:
-            for attr in parts[cut:]:
-                obj = getattr(obj, attr)
-        except AttributeError:
-            return None
-        return obj
-    return None
-
-
-def _is_torch_state_class(obj: type) -> bool:
-    from torch.optim.lr_scheduler import LRScheduler
-
-    if issubclass(obj, (torch.nn.Module, torch.optim.Optimizer, LRScheduler)):
-        return True
-    return obj.__module__ == "torch_geometric.inspector"
-
-
-def admissible(name: str) -> bool:
-    """Whether a global named in a checkpoint may be loaded (see the module docstring)."""
-    top = name.split(".", 1)[0]
-    if top not in _IMPORTABLE:
-        return False
-    if name in _NAMED_HELPERS:
-        return _resolve(name) is not None
-    obj = _resolve(name)
-    if obj is None:
-        return False
-    if top in PROJECT_PACKAGES:
-        return isinstance(obj, type)
-    if top in ("torch", "torch_geometric"):
-        return isinstance(obj, type) and _is_torch_state_class(obj)
-    if top == "numpy":
-        return isinstance(obj, type) and issubclass(obj, (np.ndarray, np.dtype))
-    if top == "builtins":
-        return isinstance(obj, type) and name.split(".", 1)[1] in _BUILTIN_TYPES and obj is getattr(
-            builtins, obj.__name__, type(None))
-    if top == "typing":
-        return not inspect.isroutine(obj) and not inspect.ismodule(obj)
-    if name == "inspect._empty":
-        return True
-    if top == "collections":
-        return name in ("collections.OrderedDict", "collections.defaultdict", "collections.deque",
-                        "collections.Counter")
-    return False
-
-
-def _allowed_globals(path: Path | io.BytesIO) -> list[tuple[Any, str]]:
-    """Resolve the globals of ``path``; raise BadCheckpoint naming the first refused one."""
-    try:
-        if isinstance(path, io.BytesIO):
-            path.seek(0)
-        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
-    except Exception as e:  # noqa: BLE001 - any failure to parse means a damaged file
-        raise BadCheckpoint(f"unreadable ({type(e).__name__}: {first_line(e)[:160]})") from e
-    refused = [n for n in names if not admissible(n)]
-    if refused:
-        raise BadCheckpoint(f"refers to '{refused[0]}', which a checkpoint may not load")
-    return [(_resolve(n), n) for n in names]
-
-
 # ----------------------------------------------------------------------------- save / load
-class StateDefaultDict(defaultdict):
-    """A defaultdict as checkpoints store it (torch optimizers keep their state in one).
-
-    torch's weights_only unpickler fills only plain dicts, so a defaultdict is saved as a call
-    to this class with its factory and a plain dict of its items.
-    """
-
-    def __reduce__(self) -> tuple:
-        return (type(self), (self.default_factory, dict(self)))
+def _metadata(config_hash: str) -> dict[str, str]:
+    return {"format": FORMAT, "version": str(VERSION), "config_hash": config_hash}
 
 
-class _Pickler(pickle._Pickler):  # the Python pickler: its save_global can be refined
-    """Saves every defaultdict as a :class:`StateDefaultDict` (see there), and names a
-    project class nested in another (``KGAlgorithm.Config``) by its dotted qualname.
-
-    torch writes pickle protocol 2, where the standard pickler reaches a nested class through
-    a call to ``builtins.getattr`` (a function no checkpoint may load). Protocol 2's GLOBAL
-    opcode can carry the dotted name itself, which the loader resolves and allowlists like
-    any other class of the project.
-    """
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, defaultdict):
-            return (StateDefaultDict, (obj.default_factory, dict(obj)))
-        return NotImplemented
-
-    def save_global(self, obj: Any, name: str | None = None) -> None:
-        qualname = name or getattr(obj, "__qualname__", None)
-        module = getattr(obj, "__module__", None) or ""
-        if (isinstance(obj, type) and qualname and "." in qualname and "<locals>" not in qualname
-                and module.split(".", 1)[0] in PROJECT_PACKAGES):
-            self.write(pickle.GLOBAL + module.encode("utf-8") + b"\n" + qualname.encode("utf-8") + b"\n")
-            self.memoize(obj)
-            return
-        super().save_global(obj, name)
-
-
-class _PickleModule:
-    """The ``pickle_module`` handed to torch.save: the standard one with :class:`_Pickler`."""
-
-    Pickler = _Pickler
-    Unpickler = pickle.Unpickler
-    dump = staticmethod(pickle.dump)
-    load = staticmethod(pickle.load)
-
-
-def save(path: Path, sim: Any, config_hash: str) -> bool:
-    """Write a checkpoint atomically; False (and a warning) when it could not be read back safely."""
+def save(path: Path, sim: Any, config_hash: str, anchors: dict[str, Any] | None = None) -> bool:
+    """Write a checkpoint atomically; False (and a one-line warning) when the simulation holds
+    something that cannot be written as JSON and tensors."""
+    try:
+        blob = state_codec.pack({"rng": rng_state(), "sim": sim}, anchors, _metadata(config_hash))
+    except StateError as e:
+        print(f"warning: checkpoint not written: {e}", file=sys.stderr)
+        return False
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    blob = {"format": FORMAT, "version": VERSION, "config_hash": config_hash, "rng": rng_state(), "sim": sim}
-    torch.save(blob, tmp, pickle_module=_PickleModule)
-    try:
-        _allowed_globals(tmp)
-    except BadCheckpoint as e:
-        tmp.unlink(missing_ok=True)
-        print(f"warning: checkpoint not written: the simulation {e}", file=sys.stderr)
-        return False
+    with open(tmp, "wb") as f:
+        f.write(blob)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
     return True
 
 
-def read(path: Path, config_hash: str, map_location: Any = None) -> tuple[Any, dict[str, Any]]:
-    """Return (simulation, rng state) from ``path``; BadCheckpoint when it must not be used."""
-    allowed = _allowed_globals(path)
-    try:
-        with torch.serialization.safe_globals(allowed):
-            blob = torch.load(path, map_location=map_location, weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile, ValueError, KeyError,
-            AttributeError, TypeError, OSError) as e:
-        raise BadCheckpoint(f"unreadable ({type(e).__name__}: {first_line(e)[:160]})") from e
-    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
+def _check_metadata(meta: dict[str, str], config_hash: str) -> None:
+    if meta.get("format") != FORMAT:
         raise BadCheckpoint("is not a FedMM-Bench checkpoint")
-    if blob.get("version") != VERSION:
-        raise BadCheckpoint(f"has format version {blob.get('version')!r}, expected {VERSION}")
-    if blob.get("config_hash") != config_hash:
-        raise BadCheckpoint(f"was written for config {blob.get('config_hash')!r}, not {config_hash!r}")
-    if "sim" not in blob or not isinstance(blob.get("rng"), dict):
+    if meta.get("version") != str(VERSION):
+        raise BadCheckpoint(f"has format version {meta.get('version')!r}, expected {VERSION}")
+    if meta.get("config_hash") != config_hash:
+        raise BadCheckpoint(f"was written for config {meta.get('config_hash')!r}, not {config_hash!r}")
+
+
+def read(path: Path, config_hash: str, map_location: Any = None,
+         anchors: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    """Return (simulation, rng state) from ``path``; BadCheckpoint when it must not be used."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise BadCheckpoint(f"unreadable ({type(e).__name__}: {e.strerror or e})") from e
+    try:
+        meta, tree, tensors = state_codec.unpack(data)
+    except StateError as e:
+        raise BadCheckpoint(f"unreadable: {e}") from e
+    _check_metadata(meta, config_hash)
+    try:
+        blob = state_codec.decode(tree, tensors, anchors, map_location)
+    except StateError as e:
+        raise BadCheckpoint(f"cannot be used ({e})") from e
+    if not isinstance(blob, dict) or "sim" not in blob or not isinstance(blob.get("rng"), dict):
         raise BadCheckpoint("lacks the simulation or its RNG state")
     return blob["sim"], blob["rng"]
 
 
-def dumps(obj: Any) -> bytes:
+def dumps(obj: Any, anchors: dict[str, Any] | None = None) -> bytes:
     """``obj`` (a client's state: models, optimizers, tensors, containers) as bytes that
-    :func:`loads` reads back under the same allowlist as a checkpoint file."""
-    buf = io.BytesIO()
-    torch.save(obj, buf, pickle_module=_PickleModule)
-    return buf.getvalue()
+    :func:`loads` reads back the same way as a checkpoint file."""
+    return state_codec.pack(obj, anchors, {"format": FORMAT, "version": str(VERSION)})
 
 
-def loads(data: bytes, map_location: Any = None) -> Any:
-    """Read :func:`dumps` output with ``weights_only=True`` and the per-file allowlist;
-    BadCheckpoint when it names anything a checkpoint may not load."""
-    buf = io.BytesIO(data)
-    allowed = _allowed_globals(buf)
-    buf.seek(0)
+def loads(data: bytes, map_location: Any = None, anchors: dict[str, Any] | None = None) -> Any:
+    """Read :func:`dumps` output; BadCheckpoint when it is malformed or names a class a
+    checkpoint may not build."""
     try:
-        with torch.serialization.safe_globals(allowed):
-            return torch.load(buf, map_location=map_location, weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile, ValueError, KeyError,
-            AttributeError, TypeError) as e:
-        raise BadCheckpoint(f"unreadable ({type(e).__name__}: {first_line(e)[:160]})") from e
+        meta, obj = state_codec.unpack_decode(data, anchors, map_location)
+    except StateError as e:
+        raise BadCheckpoint(str(e)) from e
+    if meta.get("format") != FORMAT or meta.get("version") != str(VERSION):
+        raise BadCheckpoint("is not FedMM-Bench state of this version")
+    return obj
 
 
 def quarantine(path: Path, reason: str) -> Path:
@@ -293,12 +162,13 @@ def quarantine(path: Path, reason: str) -> Path:
     return dest
 
 
-def load(path: Path, config_hash: str, map_location: Any = None) -> Any | None:
+def load(path: Path, config_hash: str, map_location: Any = None,
+         anchors: dict[str, Any] | None = None) -> Any | None:
     """The simulation saved at ``path`` with the RNGs restored, or None (fresh start)."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
     try:
-        sim, rng = read(path, config_hash, map_location)
+        sim, rng = read(path, config_hash, map_location, anchors)
         set_rng_state(rng)
     except BadCheckpoint as e:
         quarantine(path, str(e))
@@ -309,5 +179,5 @@ def load(path: Path, config_hash: str, map_location: Any = None) -> Any | None:
     return sim
 
 
-__all__ = ["BadCheckpoint", "FORMAT", "VERSION", "admissible", "dumps", "load", "loads", "quarantine", "read", "rng_state",
+__all__ = ["BadCheckpoint", "FORMAT", "SUFFIX", "VERSION", "dumps", "load", "loads", "quarantine", "read", "rng_state",
            "rng_tensors", "save", "set_rng_state"]

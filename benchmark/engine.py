@@ -115,6 +115,22 @@ class SimState:
 ChannelFactory = Callable[["Engine"], Channel]
 
 
+def _not_a_simulation_of(sim: Any, algo_cls: type[Algorithm]) -> str:
+    """Why a decoded checkpoint is not this run's simulation ('' when it is): the engine calls
+    the algorithm's hooks on ``sim.algo``, so it must be exactly the configured class."""
+    if type(sim) is not SimState:
+        return "does not hold a simulation"
+    if type(sim.algo) is not algo_cls:
+        return f"holds an algorithm of class {type(sim.algo).__name__}, not {algo_cls.__name__}"
+    if type(sim.ledger) is not Ledger or not (sim.cost is None or type(sim.cost) is CostLog):
+        return "holds a malformed ledger or cost log"
+    if not isinstance(sim.states, dict) or not all(isinstance(v, dict) for v in sim.states.values()):
+        return "holds malformed client states"
+    if not isinstance(sim.next_round, int) or not isinstance(sim.history, dict) or not isinstance(sim.best, dict):
+        return "holds a malformed round counter or history"
+    return ""
+
+
 class Engine:
     """Runs one configured cell end to end and returns its result record.
 
@@ -170,13 +186,29 @@ class Engine:
         return self.context(self.meta, self.channel.train_ids)
 
     def _checkpoint_path(self) -> Path:
-        return Path(self.cfg.output.checkpoint_dir) / f"{self.cfg.hash()}.pt"
+        return Path(self.cfg.output.checkpoint_dir) / f"{self.cfg.hash()}{checkpoint.SUFFIX}"
 
-    def _save_checkpoint(self, sim: SimState) -> None:
-        checkpoint.save(self._checkpoint_path(), sim, self.cfg.hash())
+    def anchors(self, algo: Algorithm) -> dict[str, Any]:
+        """What a checkpoint names instead of copying: objects this engine builds itself from
+        the config (the server algorithm's context and config, the task, the clients' data)."""
+        anchors: dict[str, Any] = {"ctx": algo.ctx, "algo_cfg": algo.cfg, "task": self.task, "run": self.cfg}
+        anchors.update({f"client{i}": c for i, c in enumerate(self.clients)})
+        anchors.update({f"train{i}": c for i, c in enumerate(self.train_clients)})
+        return anchors
 
-    def _load_checkpoint(self) -> SimState | None:
-        return checkpoint.load(self._checkpoint_path(), self.cfg.hash(), map_location=self.device)
+    def _save_checkpoint(self, sim: SimState, server: ServerSide) -> None:
+        checkpoint.save(self._checkpoint_path(), sim, self.cfg.hash(), self.anchors(server.algo))
+
+    def _load_checkpoint(self, server: ServerSide) -> SimState | None:
+        path = self._checkpoint_path()
+        sim = checkpoint.load(path, self.cfg.hash(), map_location=self.device, anchors=self.anchors(server.algo))
+        if sim is None:
+            return None
+        why = _not_a_simulation_of(sim, self.algo_cls)
+        if why:
+            checkpoint.quarantine(path, why)
+            return None
+        return sim
 
     @staticmethod
     def _for_client(broadcast: Broadcast, cid: int) -> Payload:
@@ -250,9 +282,9 @@ class Engine:
         start = time.perf_counter()
         status, error = "ok", None
         local = isinstance(self.channel, LocalChannel)
-        sim = self._load_checkpoint() if resume and local and cfg.train.checkpoint_every > 0 else None
         with PeakMemory(self.device) as mem, DeterminismWatch(cfg.train.deterministic) as watch:
             server = ServerSide(self.algo_cls, self.algo_cfg, self._context())
+            sim = self._load_checkpoint(server) if resume and local and cfg.train.checkpoint_every > 0 else None
             if sim is None:
                 sim = SimState(algo=server.algo, states=self.channel.states if local else {},  # type: ignore[attr-defined]
                                broadcast={}, ledger=Ledger(),
@@ -319,7 +351,7 @@ class Engine:
                 _pad_history(sim.history)
                 sim.next_round = rnd + 1
                 if local and cfg.train.checkpoint_every > 0 and sim.next_round % cfg.train.checkpoint_every == 0:
-                    self._save_checkpoint(sim)
+                    self._save_checkpoint(sim, server)
                 if cfg.train.patience > 0 and sim.bad_evals >= cfg.train.patience:
                     break
         if self.audit and sim.ledger.violations and status == "ok":

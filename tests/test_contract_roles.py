@@ -10,12 +10,10 @@ side afresh for every message and such a memory would be lost there.
 
 from __future__ import annotations
 
-import io
-
 import pytest
 import torch
 
-from benchmark import checkpoint
+from benchmark import state_codec
 from benchmark.engine import Engine
 from benchmark.registry import ALGORITHMS, load_plugins
 from benchmark.roles import ClientSide, ServerSide
@@ -26,9 +24,7 @@ load_plugins()
 
 def _fingerprint(obj: object) -> bytes:
     """Everything an instance holds, serialized: equal bytes, equal contents."""
-    buf = io.BytesIO()
-    torch.save(vars(obj), buf, pickle_module=checkpoint._PickleModule)
-    return buf.getvalue()
+    return state_codec.pack(vars(obj))
 
 
 @pytest.mark.parametrize("algo", ALGORITHMS.names())

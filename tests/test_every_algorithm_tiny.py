@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
-from benchmark import checkpoint
+from benchmark import checkpoint, state_codec
 from benchmark.engine import Engine
 from benchmark.registry import ALGORITHMS, load_plugins
 from small_configs import tiny_config
@@ -48,10 +49,15 @@ def test_runs_on_declared_task_and_passes_audit(algo, task, tmp_path_factory):
     engine = Engine(cfg)
     rec = engine.run()
     assert rec["status"] == "ok", rec.get("error")
-    # its whole simulation checkpoints and reads back under the safe loader (weights_only + allowlist)
-    path = tmp_path_factory.mktemp("ckpt") / "sim.pt"
-    assert checkpoint.save(path, engine.sim, cfg.hash())
-    assert checkpoint.read(path, cfg.hash())[0].next_round == engine.sim.next_round
+    # its whole simulation checkpoints as JSON + tensors and reads back to the same graph
+    path = tmp_path_factory.mktemp("ckpt") / f"sim{checkpoint.SUFFIX}"
+    anchors = engine.anchors(engine.sim.algo)
+    assert checkpoint.save(path, engine.sim, cfg.hash(), anchors)
+    sim = checkpoint.read(path, cfg.hash(), anchors=anchors)[0]
+    assert sim.next_round == engine.sim.next_round
+    (tree, tensors), (tree2, tensors2) = state_codec.encode(engine.sim, anchors), state_codec.encode(sim, anchors)
+    assert tree2 == tree and tensors2.keys() == tensors.keys()
+    assert all(torch.equal(tensors[k], tensors2[k]) and tensors[k].dtype == tensors2[k].dtype for k in tensors)
     assert rec["comm"]["violations"] == []
     value = rec["metrics"][f"test/{PRIMARY[task]}"]
     assert math.isfinite(value) and 0.0 <= value <= 1.0

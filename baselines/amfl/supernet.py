@@ -35,6 +35,7 @@ from torch import Tensor
 
 from benchmark.amfl.model import AMFLNet
 from benchmark.amfl.spec import ArchSpec
+from benchmark.state_codec import state_class
 
 SPEC_KEY = "arch.spec"
 
@@ -86,6 +87,7 @@ class ClientMap:
         return tuple(slice(0, s) for s in self.entries[name][1])
 
 
+@state_class
 class Supernet:
     """The merged tensors, built from every client's skeleton (rule 1: maximum shapes)."""
 

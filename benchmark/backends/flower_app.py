@@ -259,14 +259,14 @@ def make_client_app(source: ClientSource, prepare: Callable[[], None] | None = N
         cfg = node.config(str(ctl["config"]))
         client, _, raw = node.client(cfg, int(context.node_config[PARTITION_KEY]))
         side = _client_side(cfg, C.meta_from_json(str(ctl["meta"])))
-        state = C.load_state(context.state, client.device)
+        state = C.load_state(context.state, client.device, client)
         if "setup_reply" in msg.content:
             side.setup_receive(client, state, C.record_to_payload(msg.content["setup_reply"], client.device))  # type: ignore[arg-type]
         return cfg, client, raw, side, state
 
-    def reply(msg: Message, context: Context, state: dict, upload: Upload | None = None,
+    def reply(msg: Message, context: Context, state: dict, client: ClientData, upload: Upload | None = None,
               scores: Scores | None = None, **ctl: Any) -> Message:
-        C.save_state(context.state, state)
+        C.save_state(context.state, state, client)
         content = RecordDict({"fedmm": C.control(**ctl)})
         if upload is not None:
             content["payload"] = C.payload_to_record(upload.payload)
@@ -287,7 +287,7 @@ def make_client_app(source: ClientSource, prepare: Callable[[], None] | None = N
     def setup(msg: Message, context: Context) -> Message:
         cfg, client, raw, side, state = prepare(msg, context)
         up = client_setup_upload(side, client, state, raw, side.algo.upload_keys)
-        return reply(msg, context, state, upload=up)
+        return reply(msg, context, state, client, upload=up)
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
@@ -298,14 +298,14 @@ def make_client_app(source: ClientSource, prepare: Callable[[], None] | None = N
                               side.algo.upload_keys)
         except NonFiniteLoss as e:
             return Message(content=RecordDict({"fedmm": C.control(nonfinite=str(e))}), reply_to=msg)
-        return reply(msg, context, state, upload=up)
+        return reply(msg, context, state, client, upload=up)
 
     @app.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
         cfg, client, raw, side, state = prepare(msg, context)
         received = C.record_to_payload(msg.content["payload"], client.device)  # type: ignore[arg-type]
         scores = side.evaluate(client, state, received, int(msg.content["fedmm"]["round"]))  # type: ignore[arg-type]
-        return reply(msg, context, state, scores=scores)
+        return reply(msg, context, state, client, scores=scores)
 
     return app
 

@@ -8,8 +8,9 @@
   travels as a ``ConfigRecord`` of strings and numbers; it is not an algorithm's payload and
   the ledger does not count it.
 * A client's private ``state`` stays on its node, in ``Context.state``, as bytes written by
-  :func:`benchmark.checkpoint.dumps` and read back with ``weights_only=True`` and the
-  checkpoint allowlist: nothing in it can run code when it is read.
+  :func:`benchmark.checkpoint.dumps` (safetensors + JSON, no pickle) and read back the way a
+  checkpoint is: nothing in it can run code or import anything when it is read. The node's
+  own ``ClientData`` is an anchor there, named rather than copied.
 """
 
 from __future__ import annotations
@@ -75,16 +76,19 @@ def control(**values: Any) -> ConfigRecord:
     return ConfigRecord({k: v for k, v in values.items() if v is not None})
 
 
-def load_state(records: RecordDict, device: torch.device) -> dict:
+def load_state(records: RecordDict, device: torch.device, client: Any = None) -> dict:
     """The client's private state from its context ({} before its first message)."""
     if STATE_KEY not in records:
         return {}
     blob = records[STATE_KEY]["blob"]  # type: ignore[index]
-    return checkpoint.loads(bytes(blob), map_location=device)  # type: ignore[arg-type]
+    state = checkpoint.loads(bytes(blob), map_location=device, anchors={"client": client})  # type: ignore[arg-type]
+    if not isinstance(state, dict):
+        raise checkpoint.BadCheckpoint("a client state that is not a dict")
+    return state
 
 
-def save_state(records: RecordDict, state: dict) -> None:
-    records[STATE_KEY] = ConfigRecord({"blob": checkpoint.dumps(state)})
+def save_state(records: RecordDict, state: dict, client: Any = None) -> None:
+    records[STATE_KEY] = ConfigRecord({"blob": checkpoint.dumps(state, anchors={"client": client})})
 
 
 __all__ = ["control", "load_state", "meta_from_json", "meta_to_json", "payload_to_record", "record_to_payload",

@@ -8,10 +8,12 @@ from typing import ClassVar
 from torch import Tensor, nn
 
 from benchmark.federation import ClientData
+from benchmark.state_codec import state_class
 
 SPLITS = ("train", "val", "test")
 
 
+@state_class  # a task's settings travel in an algorithm's context (subclasses inherit the mark)
 class Task(ABC):
     """Loss and evaluation for one task; stateless apart from its config."""
 
