@@ -28,6 +28,7 @@ import data_prep.partition.dirichlet_label  # noqa: F401
 import data_prep.partition.iid  # noqa: F401
 import data_prep.partition.louvain  # noqa: F401
 from benchmark import registry as R
+from benchmark import state_codec
 from benchmark.config import ComponentConfig, RunConfig, component_config
 from benchmark.errors import ConfigError, warn_rebuild
 from benchmark.federation import ClientData, ClientIndex, FederatedData, GraphDataset, PartitionResult, register_builder
@@ -90,7 +91,7 @@ def artifact_keys(
 
 
 def artifact_path(cfg: RunConfig, key: str) -> Path:
-    return Path(cfg.output.cache_dir) / "artifacts" / f"{key}.pt"
+    return Path(cfg.output.cache_dir) / "artifacts" / f"{key}.safetensors"
 
 
 def _plain(obj: Any) -> Any:
@@ -109,12 +110,14 @@ def _plain(obj: Any) -> Any:
 
 
 def save_atomic(obj: dict[str, Any], path: Path) -> None:
-    """torch.save to a temporary file in the same folder, then rename over the target."""
+    """Write ``obj`` as safetensors + JSON (no pickle: :mod:`benchmark.state_codec`) to a
+    temporary file in the same folder, then rename it over the target."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    blob = state_codec.pack(obj)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    os.close(fd)
     try:
-        torch.save(obj, tmp)
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -122,12 +125,17 @@ def save_atomic(obj: dict[str, Any], path: Path) -> None:
         raise
 
 
+def read_cached(path: Path) -> Any:
+    """What :func:`save_atomic` wrote (JSON values and tensors only; nothing is unpickled)."""
+    return state_codec.unpack_decode(path.read_bytes())[1]
+
+
 def load_artifact(path: Path, num_nodes: int, num_modalities: int) -> dict[str, Any] | None:
     """A cached artifact, or None when absent, unreadable or not matching the dataset."""
     if not path.is_file():
         return None
     try:
-        art = torch.load(path, weights_only=True)
+        art = read_cached(path)
     except Exception as e:  # a truncated or foreign file is rebuilt, not trusted
         warn_rebuild(path, f"is unreadable ({type(e).__name__})")
         return None

@@ -14,7 +14,7 @@ from benchmark.config import DatasetConfig, MissingConfig, OutputConfig, Partiti
 from benchmark.errors import ConfigError
 from benchmark.federation import FederatedData, GraphDataset
 from benchmark.registry import DATASETS
-from data_prep.build import build_federation, prepare_stats_json, prepare_stats_table
+from data_prep.build import build_federation, prepare_stats_json, prepare_stats_table, read_cached
 from data_prep.datasets.synthetic import SyntheticGraph
 
 SMALL = {"num_nodes": 600, "text_dim": 24, "image_dim": 16}
@@ -59,7 +59,7 @@ def fed(tmp_path_factory) -> FederatedData:
 
 
 def artifacts(cache: Path) -> list[Path]:
-    return sorted((cache / "artifacts").glob("*.pt")) if (cache / "artifacts").exists() else []
+    return sorted((cache / "artifacts").glob("*.safetensors")) if (cache / "artifacts").exists() else []
 
 
 def test_artifact_is_deterministic(tmp_path, fed):
@@ -72,8 +72,8 @@ def test_artifact_is_deterministic(tmp_path, fed):
         assert torch.equal(a.train_mask, b.train_mask) and torch.equal(a.test_mask, b.test_mask)
         assert all(torch.equal(a.features[m], b.features[m]) for m in a.features)
     (path,) = artifacts(tmp_path)
-    assert path.name == f"{fed.artifact_hash}.pt"
-    art = torch.load(path, weights_only=True)
+    assert path.name == f"{fed.artifact_hash}.safetensors"
+    art = read_cached(path)
     assert art["available"].shape == (600, 2) and len(art["clients"]) == 4
     assert art["dropped_edges"] == fed.stats["dropped_edges"]
 

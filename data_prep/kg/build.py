@@ -117,7 +117,9 @@ def _load_kg_artifact(path: Path, num_clients: int, num_modalities: int) -> dict
     if not path.is_file():
         return None
     try:
-        art = torch.load(path, weights_only=True)
+        from data_prep.build import read_cached
+
+        art = read_cached(path)
         ok = (art.get("version") == KG_ARTIFACT_VERSION and art.get("kind") == "kg"
               and len(art["clients"]) == num_clients
               and all(tuple(c["available"].shape) == (c["entities"].numel(), num_modalities) for c in art["clients"]))
