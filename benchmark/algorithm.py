@@ -36,6 +36,7 @@ from benchmark.config import ModelConfig, RunConfig
 from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
 from benchmark.tasks.base import Task
+from benchmark.state_codec import state_class
 from benchmark.training import LocalLoop, LoopLog, NonFiniteLoss
 
 Broadcast = Payload | dict[int, Payload]
@@ -59,6 +60,7 @@ class AlgoContext:
     seed: int
 
 
+@state_class  # a checkpoint holds the server's instance (subclasses inherit the mark)
 class Algorithm(ABC):
     """Base of every federated algorithm (see the module docstring for the hooks)."""
 

@@ -9,8 +9,8 @@ by the file, or resolve a dotted name through module attributes. So reading is t
 2. :func:`decode` rebuilds the objects from those plain values, and the only classes it can
    build are the ones in :func:`state_types`, a table the *code* makes from classes already
    imported: nn.Module, optimizer and LR-scheduler classes of torch, PyG and this project,
-   and the dataclasses, algorithms and ``@state_class`` classes defined in this project's
-   packages. An object is built with ``cls.__new__`` and its ``__dict__`` filled with the
+   and the dataclasses and ``@state_class`` classes (algorithms and tasks among them) defined
+   in this project's packages. An object is built with ``cls.__new__`` and its ``__dict__`` filled with the
    decoded values; a value is only ever data (JSON, a tensor, another such object, one of a
    few builtin containers, or a class of that table), never a function.
 
@@ -105,8 +105,6 @@ def state_types() -> dict[str, type]:
     classes of plugins imported since are included; a file can never add to it)."""
     from torch.optim.lr_scheduler import LRScheduler
 
-    from benchmark.algorithm import Algorithm
-
     tops = PROJECT_PACKAGES | {"torch", "torch_geometric"}
     table: dict[str, type] = {}
     for root in (torch.nn.Module, torch.optim.Optimizer, LRScheduler):
@@ -114,8 +112,7 @@ def state_types() -> dict[str, type]:
             if c.__module__.split(".", 1)[0] in tops and "<locals>" not in c.__qualname__:
                 table[type_key(c)] = c
     for c in _project_classes():
-        if dataclasses.is_dataclass(c) or issubclass(c, Algorithm) or getattr(c, _CLASS_MARK, False) \
-                or (issubclass(c, enum.Enum)):
+        if dataclasses.is_dataclass(c) or getattr(c, _CLASS_MARK, False) or issubclass(c, enum.Enum):
             table[type_key(c)] = c
     return table
 
