@@ -1,9 +1,11 @@
 """Result records: schema, provenance, and an append-only JSON-lines store.
 
 One line per finished cell. Appends take an exclusive file lock and write the whole line
-with a single ``write`` followed by ``fsync``, so parallel workers never interleave and an
-interrupted run leaves at most a truncated last line, which ``read`` skips (and reports)
-rather than failing on.
+with a single ``write`` followed by ``fsync``, so parallel workers never interleave; a write
+that fails or comes up short (a full disk) is truncated back off, and a run killed mid-write
+leaves at most a truncated last line. ``read`` checks every line against the one record schema
+readers rely on (``record_problem``) and skips, with one warning line naming the file and line,
+anything else: truncated, not UTF-8, not JSON, non-finite numbers, wrong shapes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,7 @@ import torch
 
 from benchmark import __version__
 from benchmark.config import RunConfig
+from benchmark.errors import BenchmarkError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GIT_STATE_ENV = "FEDMM_GIT_STATE"
@@ -167,6 +172,157 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+# ---------------------------------------------------------------------------- record schema
+#
+# What every reader (sweep resume, tables, figures, leaderboard) relies on, checked in one
+# place: a line that breaks it is skipped on read, and ``append`` refuses to write one. Every
+# field is optional (``run --out`` records carry no cell id); a field that is present has the
+# type below. Container fields may be null (readers take ``rec.get(k) or {}``).
+
+MAX_DEPTH = 64   # real records nest 6 deep; deeper input is hostile or broken
+
+
+class StoreError(BenchmarkError):
+    """A result store cannot be written (full disk, read-only folder): one line, exit 2."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    """A finite JSON number (booleans are not numbers here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _dict_of(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """A null or an object whose every value passes ``check``."""
+    return lambda v: v is None or (isinstance(v, dict) and all(check(x) for x in v.values()))
+
+
+def _error_ok(value: Any) -> bool:
+    """null, a reason string, or {"round": int|null, "reason": str|null} (tables print both)."""
+    if value is None or isinstance(value, str):
+        return True
+    return (isinstance(value, dict) and (value.get("round") is None or _is_int(value["round"]))
+            and (value.get("reason") is None or isinstance(value["reason"], str)))
+
+
+def _any(value: Any) -> bool:
+    return True
+
+
+_TEXT = (lambda v: isinstance(v, str), "a string")
+# field -> (check, what the warning says it must be)
+RECORD_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "cell_id": _TEXT, "suite": _TEXT, "scale": _TEXT, "timestamp": _TEXT,
+    "status": (lambda v: v in ("ok", "failed"), "'ok' or 'failed'"),
+    "seed": (_is_int, "an integer"),
+    "metrics": (_dict_of(lambda v: v is None or _is_number(v)), "an object of finite numbers or nulls"),
+    "params": (_dict_of(_any), "an object"),
+    "provenance": (_dict_of(_any), "an object"),
+    "config": (_dict_of(_any), "an object"),
+    "curves": (_dict_of(lambda v: v is None or isinstance(v, list)), "an object of lists"),
+    "per_client": (_dict_of(lambda v: v is None or isinstance(v, list)), "an object of lists"),
+    "availability": (_dict_of(lambda v: v is None or _is_number(v)), "an object of numbers"),
+    "submission": (_dict_of(_any), "an object"),
+    "error": (_error_ok, "null, a string or {round, reason}"),
+}
+
+
+def _too_deep(obj: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``obj`` nests lists/objects more than ``limit`` deep (iterative: no recursion)."""
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list, tuple)):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return False
+
+
+def record_problem(record: Any) -> str | None:
+    """Why ``record`` breaks the schema readers rely on (None when it does not)."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    if _too_deep(record):
+        return f"nested more than {MAX_DEPTH} levels deep"
+    for name, (check, wanted) in RECORD_FIELDS.items():
+        if name in record and not check(record[name]):
+            return f"'{name}' must be {wanted}"
+    return None
+
+
+def _no_constant(token: str) -> Any:
+    """json's parse_constant hook: NaN and Infinity are no JSON, and no metric may be one."""
+    raise ValueError(f"non-finite number {token}")
+
+
+def _finite_float(text: str) -> float:
+    """json's parse_float hook: 1e999 parses as inf, which is no measurement either."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"non-finite number {text[:20]}")
+    return value
+
+
+def parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    """(record, "") for a valid store line, else (None, why): never raises on any bytes."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8 (byte {e.start})"
+    try:
+        obj = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:
+        return None, "nested too deeply to parse"
+    except json.JSONDecodeError as e:
+        return None, f"not JSON ({e.msg} at column {e.colno})"
+    except ValueError as e:  # the hooks above; an integer too long to convert
+        return None, str(e).splitlines()[0][:80] if str(e) else "bad number"
+    problem = record_problem(obj)
+    return (None, problem) if problem else (obj, "")
+
+
+def _non_finite_metric(record: dict[str, Any]) -> str | None:
+    """The first metric whose value is NaN or infinite (None when all are finite or null)."""
+    metrics = record.get("metrics")
+    if not isinstance(metrics, dict):
+        return None
+    return next((str(k) for k, v in metrics.items() if not _finite_or_absent(v)), None)
+
+
+def _finite_or_absent(value: Any) -> bool:
+    """False only for a number-like value (float, numpy or 0-d tensor) that is NaN or infinite."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return True
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return True  # not a number at all: the schema check refuses it
+
+
+def failed_on_non_finite(record: dict[str, Any]) -> dict[str, Any]:
+    """An ok record with a NaN/inf metric is stored as failed: a non-finite number is no
+    score, and a table must never rank it (the metric itself is stored as null)."""
+    name = _non_finite_metric(record)
+    if name is None or record.get("status") != "ok":
+        return record
+    return {**record, "status": "failed", "error": {"round": -1, "reason": f"non-finite metric {name}"}}
+
+
+def encode_record(record: dict[str, Any]) -> bytes:
+    """The store line of ``record`` (newline included); StoreError when readers would skip it."""
+    if _too_deep(record):
+        raise StoreError(f"refusing to store a malformed result record: nested more than {MAX_DEPTH} levels deep")
+    clean = _clean(failed_on_non_finite(record))
+    problem = record_problem(clean)
+    if problem:
+        raise StoreError(f"refusing to store a malformed result record: {problem}")
+    return (json.dumps(clean, sort_keys=True) + "\n").encode()
+
+
 class ResultStore:
     """Append-only JSON-lines file of result records."""
 
@@ -174,42 +330,86 @@ class ResultStore:
         self.path = Path(path)
 
     def append(self, record: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = (json.dumps(_clean(record), sort_keys=True) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        """Add one record as one line, or raise StoreError leaving the file as it was.
+
+        The line goes out in a single ``os.write`` on an ``O_APPEND`` descriptor under an
+        exclusive lock, so parallel writers never interleave; a failed or short write (a full
+        disk) is cut back off with ``ftruncate``, so no reader ever meets half a record.
+        """
+        line = encode_record(record)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StoreError(f"cannot write results store {self.path}: {e.strerror or e}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size
-            if size:
-                # A previous writer killed mid-line leaves no newline: start on a fresh line.
-                with open(self.path, "rb") as f:
-                    f.seek(size - 1)
-                    if f.read(1) != b"\n":
-                        line = b"\n" + line
-            os.write(fd, line)
-            os.fsync(fd)
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a writer killed mid-line left no newline: start a fresh one
+            _write_whole(fd, line, size, self.path)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
+    def check_writable(self) -> None:
+        """Raise StoreError now, before any cell runs, when appends here would fail.
+
+        Tries what a sweep will do: create the folder, open the store for appending, and
+        create a file beside it (cell claims live there); nothing is left behind but the folder.
+        """
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND))
+            with tempfile.TemporaryFile(dir=self.path.parent):
+                pass
+        except OSError as e:
+            raise StoreError(f"results store {self.path} is not writable: {e.strerror or e}") from None
+
     def read(self) -> list[dict[str, Any]]:
-        """All complete records; a corrupt (truncated) line is skipped with a warning."""
-        if not self.path.exists():
+        """All valid records; any other line (truncated, not UTF-8, not JSON, non-finite
+        numbers, wrong shape) is skipped with one warning line naming the file and line."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
             return []
+        except OSError as e:
+            raise StoreError(f"cannot read results store {self.path}: {e.strerror or e}") from None
         out = []
-        for i, raw in enumerate(self.path.read_text().splitlines(), 1):
+        for lineno, raw in enumerate(data.split(b"\n"), 1):
             if not raw.strip():
                 continue
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError:
-                rec = None
-            if isinstance(rec, dict):
-                out.append(rec)
+            record, why = parse_line(raw)
+            if record is None:
+                print(f"warning: {self.path}:{lineno}: skipping a corrupt record line ({why})", file=sys.stderr)
             else:
-                print(f"warning: {self.path}:{i}: skipping a corrupt record line", file=sys.stderr)
+                out.append(record)
         return out
 
     def done_cells(self) -> set[str]:
         """cell ids with a finished record (ok or failed)."""
         return {r["cell_id"] for r in self.read() if "cell_id" in r}
+
+
+def _write_whole(fd: int, line: bytes, size: int, path: Path) -> None:
+    """Write ``line`` at the end of ``fd`` in one call and sync it; on any failure or a short
+    write, truncate back to ``size`` (the length before) and raise StoreError."""
+    try:
+        written = os.write(fd, line)
+        if written == len(line):
+            os.fsync(fd)
+            return
+        why = f"short write ({written} of {len(line)} bytes; disk full?)"
+    except OSError as e:
+        why = e.strerror or str(e)
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass  # the partial line stays; read skips it and the next append starts a fresh line
+    raise StoreError(f"cannot append to results store {path}: {why}; the record was not stored")
+
+
+def ensure_writable(path: str | Path) -> None:
+    """StoreError (one line, exit 2) when the result store at ``path`` cannot be appended to."""
+    ResultStore(path).check_writable()

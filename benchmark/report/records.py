@@ -148,7 +148,9 @@ def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                + list(availability_keys))
     frame = pd.DataFrame(rows, columns=columns, index=pd.RangeIndex(len(rows)))
     for key in (*metric_keys, *availability_keys):
-        frame[key] = pd.to_numeric(frame[key], errors="coerce")
+        # a non-number or an infinity measures nothing: never a table's best cell (NaN is "no value")
+        values = pd.to_numeric(frame[key], errors="coerce")
+        frame[key] = values.where(np.isfinite(values.astype(float)))
     frame.attrs["param_keys"] = pkeys
     frame.attrs["metric_keys"] = list(metric_keys)
     frame.attrs["availability_keys"] = list(availability_keys)

@@ -396,19 +396,40 @@ def metric_label(metric: str, labels: Mapping[str, str] | None = None) -> str:
     return f"{text} ({split})" if split and split != "test" else text
 
 
+# Every character LaTeX treats as markup, as text that prints it. In the OT1 font '<' and '>'
+# print as inverted marks, so they are spelled out too.
+_LATEX_SPECIALS = {
+    "\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
+    "^": r"\textasciicircum{}", "_": r"\_", "%": r"\%", "~": r"\textasciitilde{}",
+    "<": r"\textless{}", ">": r"\textgreater{}",
+}
+_LATEX_TEXT = {"±": r"$\pm$", "—": "---", "–": "--"}
+_LATEX_CHARS = re.compile("[" + re.escape("".join(_LATEX_SPECIALS) + "".join(_LATEX_TEXT)) + r"]|[\x00-\x1f\x7f]")
+
+# Math that can only typeset symbols: these commands, letters, digits, a few operators, and
+# sub/superscripts of those. No other command, no '^^' (TeX's character-code escape), no
+# unbalanced brace, so a caption may say $\alpha$ or $^{\dagger}$ and a name cannot run code.
+_MATH_COMMANDS = ("alpha beta gamma delta epsilon varepsilon zeta eta theta lambda mu nu xi pi rho sigma "
+                  "tau phi varphi chi psi omega Delta Gamma Lambda Omega Phi Pi Sigma Theta "
+                  "pm mp times cdot leq geq le ge neq approx sim infty downarrow uparrow rightarrow "
+                  "leftarrow dagger ddagger ldots cdots")
+_MATH_CMD = r"\\(?:" + "|".join(_MATH_COMMANDS.split()) + r")(?![A-Za-z])"
+_MATH_ATOM = rf"(?:{_MATH_CMD}|[A-Za-z0-9])"
+_MATH_SCRIPT = rf"[\^_](?:{_MATH_ATOM}|\{{(?:{_MATH_ATOM}|[ ,.+\-])*\}})"
+_SAFE_MATH = re.compile(rf"(\$(?:{_MATH_CMD}|{_MATH_SCRIPT}|[A-Za-z0-9 +\-=.,()/|<>])+\$)")
+
+
+def _latex_text(text: str) -> str:
+    """``text`` as LaTeX that prints it: every special escaped, control characters as spaces."""
+    return _LATEX_CHARS.sub(lambda m: _LATEX_SPECIALS.get(m.group(), _LATEX_TEXT.get(m.group(), " ")), text)
+
+
 def latex_escape(text: str) -> str:
-    """Escape LaTeX specials outside $...$ so labels like 'fed_avg' or '30%' compile, while a
-    caption can still carry math such as $\\alpha$."""
-    pieces = re.split(r"(\$[^$]*\$)", text)
-    out = []
-    for piece in pieces:
-        if piece.startswith("$") and piece.endswith("$") and len(piece) > 1:
-            out.append(piece)
-            continue
-        piece = re.sub(r"(?<!\\)([_%&#])", r"\\\1", piece)
-        piece = piece.replace("±", r"$\pm$").replace("—", "---").replace("–", "--")
-        out.append(piece)
-    return "".join(out)
+    r"""Escape everything that reaches a .tex file (method names and other record values,
+    labels, captions, notes) so it prints as written and can run no command
+    (``\input``, ``\write18``); only math from the harmless set above (``$\alpha$``) is kept."""
+    pieces = _SAFE_MATH.split(str(text))
+    return "".join(piece if i % 2 else _latex_text(piece) for i, piece in enumerate(pieces))
 
 
 @dataclass(frozen=True)
@@ -474,7 +495,7 @@ class _Cell:
         if isinstance(self.paper, float):
             text += f" ({self.paper:.{decimals}f})"
         elif self.paper is not None and self.kind != "na":
-            text += f" ({self.paper})"
+            text += f" ({fmt.esc(str(self.paper))})"
         return text
 
 
@@ -664,7 +685,8 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
 
     for group in groups:
         for metric in spec.metrics:
-            values = [cells[(r, group, metric)] for r in rows if cells[(r, group, metric)].kind == "value"]
+            values = [c for c in (cells[(r, group, metric)] for r in rows)
+                      if c.kind == "value" and math.isfinite(c.mean)]  # an overflowed mean ranks nowhere
             if len(values) < 2 or not spec.emphasis:
                 continue
             sign = 1.0 if metric in spec.lower_is_better else -1.0
