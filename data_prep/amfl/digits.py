@@ -115,7 +115,7 @@ class AVDigits:
     @dataclass
     class Config:
         signal_seed: int = field(default=42, metadata={"help": "seed of the MNIST-1D generator (a fixed dataset)",
-                                                       "min": 0})
+                                                       "min": 0, "max": 2**32 - 1})
 
     def __init__(self, cfg: "AVDigits.Config | None" = None) -> None:
         self.cfg = cfg if cfg is not None else self.Config()

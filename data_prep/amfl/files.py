@@ -23,24 +23,34 @@ import torch
 from benchmark.errors import DataError
 from benchmark.registry import DATASETS
 from data_prep.amfl.source import AMFLSource
-from data_prep.datasets.sources import candidate_paths
+from data_prep.datasets.sources import UNREADABLE, candidate_paths, file_present
+from data_prep.safe_npy import load_npy, load_npz
 
 FEATURE_SOURCES = {"nyuv2": ("rgb", "depth"), "modelnet40": ("view1", "view2"),
                    "cmu_mosei": ("video", "language", "audio")}
 
 
-def _find(name: str, dataset_dir: str, root: Path | None) -> Path:
+def _find(name: str, dataset_dir: str, root: Path | None, folder: bool = False) -> Path:
+    """The first data root's ``name`` (a file, or with ``folder`` a directory); something there
+    that is not what is looked for is a DataError naming it, never a reason to try the next root."""
     for cand in candidate_paths(name, dataset_dir, root):
-        if cand.exists():
+        if not folder:
+            if file_present(cand):
+                return cand
+            continue
+        if cand.is_dir():
             return cand
+        if cand.is_symlink() or cand.exists():
+            raise DataError(f"data folder {cand} is not a readable directory; "
+                            "fix or remove it (other data roots are not searched for it)")
     raise DataError(f"{name} not found under the data roots (dataset.root, $FEDMM_DATA_ROOT, the mirror); "
                     f"looked in {dataset_dir}/")
 
 
 def _npy(path: Path) -> np.ndarray:
     try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
+        return load_npy(path)
+    except UNREADABLE as e:
         raise DataError(f"{path}: not a readable numpy array file ({type(e).__name__}: {e})") from None
 
 
@@ -58,13 +68,13 @@ class AVMNIST:
     @dataclass
     class Config:
         audio_pool: int = field(default=4, metadata={"help": "average-pool the 112x112 spectrograms by this factor",
-                                                     "min": 1})
+                                                     "min": 1, "max": 112})
 
     def __init__(self, cfg: "AVMNIST.Config | None" = None) -> None:
         self.cfg = cfg if cfg is not None else self.Config()
 
     def load(self, root: Path | None = None) -> AMFLSource:
-        base = _find("avmnist", "", root)
+        base = _find("avmnist", "", root, folder=True)
         images, audios, labels = [], [], []
         for split in ("train", "test"):
             img = _npy(base / "image" / f"{split}_data.npy").astype(np.float32).reshape(-1, 784) / 255.0
@@ -105,9 +115,9 @@ class AMFLFeatures:
         name = self.cfg.source
         path = _find(f"{name}.npz", "amfl", root)
         try:
-            with np.load(path, allow_pickle=False) as z:
+            with load_npz(path) as z:
                 arrays = {k: z[k] for k in z.files}
-        except (OSError, ValueError) as e:
+        except UNREADABLE as e:
             raise DataError(f"{path}: not a readable .npz archive ({type(e).__name__}: {e})") from None
         want = FEATURE_SOURCES[name]
         missing = [m for m in (*want, "labels") if m not in arrays]

@@ -89,8 +89,8 @@ class AMFLGraphDigits:
     @dataclass
     class Config:
         signal_seed: int = field(default=42, metadata={"help": "seed of the MNIST-1D generator (a fixed dataset)",
-                                                       "min": 0})
-        graph_seed: int = field(default=0, metadata={"help": "seed of the block model's edges", "min": 0})
+                                                       "min": 0, "max": 2**32 - 1})
+        graph_seed: int = field(default=0, metadata={"help": "seed of the block model's edges", "min": 0, "max": 2**32 - 1})
         degree_in: float = field(default=4.0, metadata={"help": "mean same-class neighbours per sample", "min": 0.0})
         degree_out: float = field(default=1.0, metadata={"help": "mean other-class neighbours per sample",
                                                          "min": 0.0})
@@ -130,12 +130,12 @@ class AMFLTikTok:
     @dataclass
     class Config:
         num_classes: int = field(default=10, metadata={"help": "largest Louvain communities kept as classes "
-                                                               "(their items only)", "min": 2})
+                                                               "(their items only)", "min": 2, "max": 100_000})
         louvain_resolution: float = field(default=2.0, metadata={
             "help": "Louvain resolution (2.0 gives ten communities of 118-376 items)", "positive": True})
-        louvain_seed: int = field(default=0, metadata={"help": "seed of Louvain (a fixed labelling)", "min": 0})
+        louvain_seed: int = field(default=0, metadata={"help": "seed of Louvain (a fixed labelling)", "min": 0, "max": 2**32 - 1})
         top_k: int = field(default=5, metadata={"help": "TikTok loader's neighbours kept per item (mean degree ~8)",
-                                                "min": 1})
+                                                "min": 1, "max": 10_000})
 
     def __init__(self, cfg: "AMFLTikTok.Config | None" = None) -> None:
         self.cfg = cfg if cfg is not None else self.Config()
@@ -161,7 +161,7 @@ class AMFLFB15kTyping:
     @dataclass
     class Config:
         num_classes: int = field(default=10, metadata={"help": "most frequent type domains kept as classes",
-                                                       "min": 2})
+                                                       "min": 2, "max": 100_000})
 
     def __init__(self, cfg: "AMFLFB15kTyping.Config | None" = None) -> None:
         self.cfg = cfg if cfg is not None else self.Config()

@@ -69,14 +69,14 @@ class AMFLPopulation:
                     "sage, gat over the client's subgraph (graph sources only: amfl_graph_digits, amfl_tiktok, "
                     "amfl_fb15k_typing)"})
         depths: list[int] = field(default_factory=lambda: [1, 2], metadata={
-            "help": "encoder depths (layers; message-passing hops for a GNN) the groups cycle through", "min": 1})
+            "help": "encoder depths (layers; message-passing hops for a GNN) the groups cycle through", "min": 1, "max": 256})
         widths: list[int] = field(default_factory=lambda: [32, 64], metadata={
-            "help": "hidden widths an MLP or GNN encoder draws from", "min": 1})
-        out_width: int = field(default=32, metadata={"help": "output width of every encoder", "min": 1})
+            "help": "hidden widths an MLP or GNN encoder draws from", "min": 1, "max": 65_536})
+        out_width: int = field(default=32, metadata={"help": "output width of every encoder", "min": 1, "max": 65_536})
         trunk: list[int] = field(default_factory=lambda: [64, 32], metadata={
-            "help": "widths of the MLP after the fusion (Appendix A)", "min": 1})
+            "help": "widths of the MLP after the fusion (Appendix A)", "min": 1, "max": 65_536})
         classes_per_client: int = field(default=4, metadata={"help": "size of each personal label space "
-                                                                     "(Mnist AMF: 4 of 10)", "min": 2})
+                                                                     "(Mnist AMF: 4 of 10)", "min": 2, "max": 100_000})
         label_order: str = field(default="random", metadata={
             "help": "personal label ids: random (the paper: a client's relative labels 0..C-1 follow its own random "
                     "order) or global (in global class order, so clients with the same classes share a label space)",

@@ -109,7 +109,7 @@ class FB15k237Typing:
     @dataclass
     class Config:
         num_classes: int = field(
-            default=10, metadata={"help": "number of most frequent type domains kept as classes (>= 2)", "min": 2}
+            default=10, metadata={"help": "number of most frequent type domains kept as classes (>= 2)", "min": 2, "max": 100_000}
         )
         exclude_domains: list[str] = field(
             default_factory=lambda: list(NOT_DOMAINS),
@@ -119,13 +119,13 @@ class FB15k237Typing:
             default="svd",
             metadata={"help": "svd (hashed TF-IDF + TruncatedSVD, fast), minilm (data_prep.features, 384-d) or hashing", "choices": TEXT_ENCODERS},
         )
-        text_dim: int = field(default=256, metadata={"help": "text feature size for the svd and hashing encoders", "min": 2})
+        text_dim: int = field(default=256, metadata={"help": "text feature size for the svd and hashing encoders", "min": 2, "max": 65_536})
         text_source: str = field(
             default="name_description",
             metadata={"help": "name_description (always available) or description (missing where none exists)", "choices": TEXT_SOURCES},
         )
         min_attribute_count: int = field(
-            default=1, metadata={"help": "drop numeric attributes that fewer kept entities than this have", "min": 1}
+            default=1, metadata={"help": "drop numeric attributes that fewer kept entities than this have", "min": 1, "max": 50_000_000}
         )
         presence_flags: bool = field(
             default=False, metadata={"help": "append a 0/1 column per numeric attribute saying it is present"}

@@ -62,6 +62,7 @@ from data_prep.datasets.sources import (
     row_availability,
     undirected_edge_index,
 )
+from data_prep.safe_npy import load_npz
 
 DATASET_DIR = "flickr30k"
 LOADER_VERSION = 2  # 2: meta names the feature graph the builder redraws after masking
@@ -98,8 +99,8 @@ class Flickr30k:
         text_encoder: str = field(
             default="file", metadata={"help": "file (read text_feature) or hashing / minilm (encode the captions)", "choices": TEXT_ENCODERS}
         )
-        text_dim: int = field(default=256, metadata={"help": "size of the hashing caption encoding", "min": 1})
-        k: int = field(default=8, metadata={"help": "neighbours per image in the kNN graph (union-symmetrized)", "min": 1})
+        text_dim: int = field(default=256, metadata={"help": "size of the hashing caption encoding", "min": 1, "max": 65_536})
+        k: int = field(default=8, metadata={"help": "neighbours per image in the kNN graph (union-symmetrized)", "min": 1, "max": 10_000})
         download: bool = field(
             default=False, metadata={"help": "fetch the captions CSV from Hugging Face into dataset.root (unverified)"}
         )
@@ -263,7 +264,7 @@ def aligned_features(path: Path, images: list[str]) -> np.ndarray:
     if path.suffix != ".npz":
         return load_matrix(path, rows=len(images))
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with load_npz(path) as z:
             if "ids" not in z.files:
                 raise DataError(f"{path}: archive has no array 'ids' (arrays: {', '.join(z.files)})")
             ids = z["ids"]

@@ -65,6 +65,7 @@ from data_prep.datasets.sources import (
     config_for_key,
     degree_stats,
     encode_strings,
+    file_present,
     load_matrix,
     locate,
     read_edge_list,
@@ -110,7 +111,7 @@ class MAGB:
             default="file",
             metadata={"help": "file (read text_feature) or hashing / minilm (encode the CSV text column)", "choices": TEXT_ENCODERS},
         )
-        text_dim: int = field(default=256, metadata={"help": "size of the hashing text encoding", "min": 1})
+        text_dim: int = field(default=256, metadata={"help": "size of the hashing text encoding", "min": 1, "max": 65_536})
         graph: str = field(
             default="csv",
             metadata={"help": "csv (the neighbors column) or an edge-list file inside the dataset folder"},
@@ -159,7 +160,7 @@ class MAGB:
         paths = {k: locate(spec, DATASET_DIR, root, c.download, verify=False) for k, spec in self.files().items()}
         if self.is_mmgraph:
             split = paths["labels"].parent / "split.pt"  # optional; must sit with the labels it indexes
-            if split.is_file():
+            if file_present(split):
                 paths["split"] = split
         build = self._build_mmgraph if self.is_mmgraph else self._build_magb
         return cached_build(c.cache, c.cache_dir, "magb", LOADER_VERSION, config_for_key(c), list(paths.values()),

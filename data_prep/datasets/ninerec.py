@@ -84,9 +84,9 @@ class NineRec:
         text_encoder: str = field(
             default="file", metadata={"help": "file (read text_feature) or hashing / minilm (encode the titles)", "choices": TEXT_ENCODERS}
         )
-        text_dim: int = field(default=256, metadata={"help": "size of the hashing title encoding", "min": 1})
-        min_common_users: int = field(default=1, metadata={"help": "shared users needed to link two items", "min": 1})
-        top_k: int = field(default=5, metadata={"help": "keep each item's top-k neighbours by shared users (0 = all)", "min": 0})
+        text_dim: int = field(default=256, metadata={"help": "size of the hashing title encoding", "min": 1, "max": 65_536})
+        min_common_users: int = field(default=1, metadata={"help": "shared users needed to link two items", "min": 1, "max": 50_000_000})
+        top_k: int = field(default=5, metadata={"help": "keep each item's top-k neighbours by shared users (0 = all)", "min": 0, "max": 10_000})
         cache: bool = field(default=True, metadata={"help": "reuse the built graph for identical input files"})
         cache_dir: str | None = field(default=None, metadata={"help": "where built graphs are cached"})
 

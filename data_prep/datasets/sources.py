@@ -7,7 +7,9 @@ corrupt or malformed, so that a user gets one kind of message whatever the datas
   in ``$FEDMM_DATA_ROOT`` and in the offline mirror ``<repo>/../shared/data``; in each
   place both as ``<place>/<dataset dir>/<name>`` and ``<place>/<name>`` (so ``root`` may
   point at the data folder or at the dataset's own folder). A missing file is a
-  ``DataError`` that names the file and every path tried, plus the public source.
+  ``DataError`` that names the file and every path tried, plus the public source. A file
+  that is there but unreadable (a directory, a broken or looping symlink, no permission)
+  is a ``DataError`` naming it: the search never goes on to the next place for that file.
 * **Verifying.** Files with a published or pinned sha256 are checked; a mismatch is an
   error naming the file. Files whose source publishes no checksum carry ``sha256=None``
   and are not verified (each loader's docstring says which).
@@ -25,10 +27,12 @@ corrupt or malformed, so that a user gets one kind of message whatever the datas
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
+import stat
 import urllib.request
 import zipfile
 import zlib
@@ -41,8 +45,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from benchmark import state_codec
 from benchmark.errors import DataError, first_line, warn_rebuild
 from benchmark.federation import GraphDataset
+from data_prep.safe_npy import load_npy, load_npz
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MIRROR = REPO_ROOT.parent / "shared" / "data"
@@ -106,6 +112,44 @@ def _require_dir(path: Path, what: str) -> None:
     if not path.is_dir():
         state = "is not a directory" if path.exists() else "does not exist"
         raise DataError(f"data root {path} ({what}) {state}")
+
+
+def file_present(path: Path) -> bool:
+    """Whether a data file is at ``path``: True for a readable regular file, False when
+    nothing is there, and a DataError naming it when something is there that cannot be read.
+
+    A directory, a broken or looping symbolic link, a special file or a file without read
+    permission in a data root is an error, not an absence: the search must not go on to the
+    next root and silently mix files of two releases (one root's audio, another's images).
+    A parent that is not a directory (``<root>/<dataset dir>`` is a file) means absent.
+    """
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as e:  # a looping symlink or an unreadable folder on the way
+        raise DataError(f"data file {path} cannot be reached ({e.strerror}); "
+                        "fix or remove it (other data roots are not searched for it)") from None
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise DataError(f"data file {path} is a broken symbolic link (to {os.readlink(path)}); "
+                        "fix or remove it (other data roots are not searched for it)") from None
+    except OSError as e:
+        what = "a symbolic link loop" if e.errno == errno.ELOOP else f"unreadable ({e.strerror})"
+        raise DataError(f"data file {path} is {what}; fix or remove it (other data roots are not searched for it)") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise DataError(f"data file {path} is a directory, not a file; "
+                        "fix or remove it (other data roots are not searched for it)")
+    if not stat.S_ISREG(st.st_mode):
+        raise DataError(f"data file {path} is not a regular file; fix or remove it (other data roots are not searched for it)")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        raise DataError(f"data file {path} is not readable ({e.strerror}); "
+                        "fix or remove it (other data roots are not searched for it)") from None
+    return True
 
 
 def candidate_paths(name: str, dataset_dir: str, root: str | Path | None) -> list[Path]:
@@ -215,7 +259,7 @@ def locate_any(
     for place in search_places(root, download):
         for spec in specs:
             for cand in (place / dataset_dir / spec.name, place / spec.name):
-                if cand.is_file():
+                if file_present(cand):
                     if verify:
                         check_sha(cand, spec)
                     return spec, cand
@@ -250,12 +294,12 @@ def load_matrix(path: Path, rows: int | None = None, key: str | None = None) -> 
     """
     try:
         if path.suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
+            with load_npz(path) as z:
                 if key not in z.files:
                     raise DataError(f"{path}: archive has no array '{key}' (arrays: {', '.join(z.files)})")
                 arr = z[key]
         else:
-            arr = np.load(path, allow_pickle=False)
+            arr = load_npy(path)
     except DataError:
         raise
     except UNREADABLE as e:
@@ -406,7 +450,12 @@ def cache_root(cache_dir: str | None) -> Path:
     if cache_dir:
         return Path(cache_dir).expanduser()
     env = os.environ.get(ENV_CACHE)
-    return Path(env).expanduser() if env else DEFAULT_CACHE
+    if not env:
+        return DEFAULT_CACHE
+    root = Path(env).expanduser()
+    if root.exists() and not root.is_dir():
+        raise DataError(f"{ENV_CACHE}={env[:200]} is not a directory")
+    return root
 
 
 def cache_key(loader: str, version: int, config: dict[str, Any], files: Iterable[Path]) -> str:
@@ -421,7 +470,7 @@ def cache_key(loader: str, version: int, config: dict[str, Any], files: Iterable
 
 
 def _plain(obj: Any) -> Any:
-    """Meta made of what ``torch.load(weights_only=True)`` accepts (tuples become lists)."""
+    """Meta made of plain containers, numbers and tensors (tuples become lists)."""
     if isinstance(obj, dict):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -451,14 +500,14 @@ def save_dataset(ds: GraphDataset, path: Path) -> None:
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(blob, tmp)
+    tmp.write_bytes(state_codec.pack(blob))  # safetensors + JSON: reading it back unpickles nothing
     os.replace(tmp, path)
 
 
 def load_dataset(path: Path) -> GraphDataset | None:
     """A cached dataset, or None when the file is unreadable (then it is rebuilt)."""
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        blob = state_codec.unpack_decode(path.read_bytes())[1]
         return GraphDataset(**blob)
     except Exception as e:  # a torn or foreign file: rebuild rather than fail
         warn_rebuild(path, f"is unreadable ({type(e).__name__})")
@@ -478,7 +527,7 @@ def cached_build(
     if not enabled:
         return build()
     key = cache_key(loader, version, config, files)
-    path = cache_root(cache_dir) / loader / f"{key[:32]}.pt"
+    path = cache_root(cache_dir) / loader / f"{key[:32]}.safetensors"
     if path.is_file():
         ds = load_dataset(path)
         if ds is not None:
@@ -559,7 +608,7 @@ def read_edge_list(path: Path) -> np.ndarray:
         return as_int_pairs(torch_load_plain(path), str(path))
     if path.suffix == ".npy":
         try:
-            return as_int_pairs(np.load(path, allow_pickle=False), str(path))
+            return as_int_pairs(load_npy(path), str(path))
         except UNREADABLE as e:
             raise DataError(f"{path}: not a readable .npy array ({e})") from None
     src: list[int] = []

@@ -58,8 +58,8 @@ class SyntheticGraph:
 
     @dataclass
     class Config:
-        num_nodes: int = field(default=2000, metadata={"help": "number of nodes", "min": 1})
-        num_classes: int = field(default=5, metadata={"help": "number of node classes (>= 2)", "min": 2})
+        num_nodes: int = field(default=2000, metadata={"help": "number of nodes", "min": 1, "max": 50_000_000})
+        num_classes: int = field(default=5, metadata={"help": "number of node classes (>= 2)", "min": 2, "max": 100_000})
         avg_degree: float = field(default=10.0, metadata={"help": "mean node degree", "positive": True})
         homophily: float = field(
             default=0.75, metadata={"help": "fraction of edges joining two nodes of the same class, in [0, 1]", "probability": True}
@@ -69,7 +69,7 @@ class SyntheticGraph:
             metadata={"help": "Beta concentration of per-node homophily (small = some nodes sit among other classes)", "positive": True},
         )
         communities_per_class: int = field(
-            default=4, metadata={"help": "communities each class is cut into (Louvain finds them)", "min": 1}
+            default=4, metadata={"help": "communities each class is cut into (Louvain finds them)", "min": 1, "max": 100_000}
         )
         community_strength: float = field(
             default=0.7, metadata={"help": "share of same-class edges kept inside one community, in [0, 1]", "probability": True}
@@ -81,10 +81,10 @@ class SyntheticGraph:
         imbalance: float = field(
             default=1.0, metadata={"help": "size ratio of the largest to the smallest class (>= 1; 1 = balanced)", "min": 1}
         )
-        text_dim: int = field(default=768, metadata={"help": "dimension of the text modality", "min": 1})
-        image_dim: int = field(default=512, metadata={"help": "dimension of the image modality", "min": 1})
+        text_dim: int = field(default=768, metadata={"help": "dimension of the text modality", "min": 1, "max": 65_536})
+        image_dim: int = field(default=512, metadata={"help": "dimension of the image modality", "min": 1, "max": 65_536})
         latent_dim: int = field(
-            default=32, metadata={"help": "latent size: half shared by both modalities, a quarter private to each", "min": 4}
+            default=32, metadata={"help": "latent size: half shared by both modalities, a quarter private to each", "min": 4, "max": 65_536}
         )
         class_sep: float = field(
             default=1.0, metadata={"help": "scale of the class means in the latent (larger = easier task)", "min": 0}

@@ -51,12 +51,14 @@ from data_prep.datasets.sources import (
     config_for_key,
     degree_stats,
     check_sha,
+    file_present,
     load_matrix,
     locate,
     locate_any,
     row_availability,
     undirected_edge_index,
 )
+from data_prep.safe_npy import load_npz
 
 DATASET_DIR = "tiktok"
 LOADER_VERSION = 1
@@ -94,12 +96,12 @@ class TikTok:
     @dataclass
     class Config:
         min_common_users: int = field(
-            default=1, metadata={"help": "link two items when at least this many users interacted with both", "min": 1}
+            default=1, metadata={"help": "link two items when at least this many users interacted with both", "min": 1, "max": 50_000_000}
         )
         top_k: int = field(
             default=5,
             metadata={"help": "keep each item's top-k neighbours by shared users (0 = keep every pair); "
-                              "5 gives mean degree ~8 like the DY/Bili graphs", "min": 0},
+                              "5 gives mean degree ~8 like the DY/Bili graphs", "min": 0, "max": 10_000},
         )
         include_interactions: bool = field(
             default=True, metadata={"help": "store the user-item train/val/test pairs in meta['interactions']"}
@@ -128,7 +130,7 @@ class TikTok:
             for split in ("val", "test"):
                 for spec in INTERACTIONS[split]:
                     p = found["train"].parent / spec.name
-                    if p.is_file():
+                    if file_present(p):
                         if c.verify:
                             check_sha(p, spec)
                         found[split] = p
@@ -184,7 +186,7 @@ def read_interactions(path: Path) -> tuple[np.ndarray, np.ndarray, tuple[int, in
         users, items, shape = _read_coo_pickle(path)
     else:
         try:
-            with np.load(path, allow_pickle=False) as z:
+            with load_npz(path) as z:
                 missing = [k for k in ("user", "item", "shape") if k not in z.files]
                 if missing:
                     raise DataError(f"{path}: missing array(s) {', '.join(missing)} (has: {', '.join(z.files)})")
@@ -224,12 +226,29 @@ def _check_pairs(
 class _Record:
     """Stand-in for any allow-listed class in a pickle: it only records its state."""
 
+    layout = ""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.args = args
         self.state: Any = None
 
     def __setstate__(self, state: Any) -> None:
         self.state = state
+
+
+class _CooRecord(_Record):
+    layout = "coo"
+
+
+class _CsrRecord(_Record):
+    layout = "csr"
+
+
+class _CscRecord(_Record):
+    layout = "csc"
+
+
+_LAYOUTS = {"coo": _CooRecord, "csr": _CsrRecord, "csc": _CscRecord}
 
 
 def _reconstruct_ndarray(_cls: Any, _shape: Any, _dtype: Any) -> "_ArrayStub":
@@ -263,9 +282,9 @@ def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
 
 
 def _copyreg_reconstructor(cls: Any, _base: Any, _state: Any) -> "_Record":
-    if cls is not _Record:
+    if not (isinstance(cls, type) and issubclass(cls, _Record)):
         raise pickle.UnpicklingError("only sparse matrices may be reconstructed")
-    return _Record()
+    return cls()
 
 
 def _dtype(name: Any, *_args: Any) -> np.dtype:
@@ -282,7 +301,7 @@ class _SafeUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         if module.startswith("scipy.sparse") and name in self._SPARSE:
-            return _Record
+            return _LAYOUTS[name[:3]]  # the layout decides how the index arrays are read
         if module in ("numpy.core.multiarray", "numpy._core.multiarray") and name == "_reconstruct":
             return _reconstruct_ndarray
         if module == "numpy" and name == "ndarray":
@@ -303,29 +322,110 @@ class _SafeUnpickler(pickle.Unpickler):
 
 
 def _arr(x: Any) -> np.ndarray:
-    return x.array if isinstance(x, _ArrayStub) else np.asarray(x)
+    if isinstance(x, _ArrayStub):
+        if x.array is None:
+            raise ValueError("an array without data")
+        return x.array
+    if not isinstance(x, (np.ndarray, list, tuple)):
+        raise TypeError(f"a {type(x).__name__}")
+    return np.asarray(x)
+
+
+def _prescan(path: Path, data: bytes) -> None:
+    """Walk the pickle's opcodes without building anything: every length-prefixed argument
+    (a bytes or string literal) must fit in the file, so a forged length of 2**60 is an
+    error here instead of an allocation in the unpickler."""
+    import pickletools
+
+    try:
+        for _ in pickletools.genops(io.BytesIO(data)):
+            pass
+    except (ValueError, EOFError) as e:  # pickletools' words for a length beyond the data, a bad opcode
+        raise DataError(f"{path}: not a pickled scipy sparse matrix of numbers ({e})") from None
+
+
+def _index_array(path: Path, x: Any, name: str) -> np.ndarray:
+    """A 1-D numeric array (ids: integers, or floats that _check_pairs tests for integrality)."""
+    try:
+        a = _arr(x)
+    except (TypeError, ValueError) as e:
+        raise DataError(f"{path}: '{name}' is not an array ({e})") from None
+    if a.dtype.kind not in "iuf":
+        raise DataError(f"{path}: '{name}' must hold integer ids, got dtype {a.dtype}")
+    if a.ndim != 1:
+        raise DataError(f"{path}: '{name}' must be 1-D, got shape {a.shape}")
+    return a
+
+
+def _sparse_shape(path: Path, st: dict) -> tuple[int, int]:
+    shape = st.get("_shape", st.get("shape"))
+    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
+        raise DataError(f"{path}: sparse matrix has no 2-D shape (got {str(shape)[:80]})")
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in shape):
+        raise DataError(f"{path}: sparse matrix shape {str(tuple(shape))[:80]} must be two integers")
+    dims = (int(shape[0]), int(shape[1]))
+    if not all(0 < v < 2**62 for v in dims):
+        raise DataError(f"{path}: sparse matrix shape {dims} must be positive (and below 2**62)")
+    return dims
+
+
+def _expand_compressed(path: Path, st: dict, n_major: int, axis: str) -> tuple[np.ndarray, np.ndarray]:
+    """(major ids, minor ids) of a CSR (major = rows) or CSC (major = columns) matrix."""
+    indptr = _index_array(path, st["indptr"], "indptr")
+    indices = _index_array(path, st["indices"], "indices")
+    if indptr.shape[0] != n_major + 1:
+        raise DataError(f"{path}: 'indptr' has {indptr.shape[0]} entries, expected {n_major + 1} "
+                        f"(one per {axis} of the declared shape, plus one)")
+    steps = np.diff(indptr)
+    if indptr[0] != 0 or (steps < 0).any() or indptr[-1] != indices.shape[0]:
+        raise DataError(f"{path}: 'indptr' must rise from 0 to the {indices.shape[0]} stored indices")
+    return np.repeat(np.arange(n_major), steps.astype(np.int64)), indices
 
 
 def _read_coo_pickle(path: Path) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
-    """(rows, cols, shape) of a pickled scipy COO/CSR matrix, read without executing code."""
+    """(rows, cols, shape) of a pickled scipy COO/CSR/CSC matrix, read without executing code.
+
+    Every part is checked before it is used: a 2-D positive integer shape, 1-D numeric index
+    arrays of equal length (and of the stored values' length), a CSR/CSC ``indptr`` that
+    matches the shape and the indices; ids out of the declared shape fail in ``_check_pairs``.
+    Anything else is a DataError naming the file.
+    """
     try:
-        obj = _SafeUnpickler(io.BytesIO(path.read_bytes())).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as e:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DataError(f"{path}: not readable ({e.strerror})") from None
+    _prescan(path, data)
+    try:
+        obj = _SafeUnpickler(io.BytesIO(data)).load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError,
+            OverflowError, RecursionError) as e:
         raise DataError(f"{path}: not a pickled scipy sparse matrix of numbers ({e})") from None
-    if not isinstance(obj, _Record) or not isinstance(obj.state, dict):
+    if not isinstance(obj, _Record) or not obj.layout or not isinstance(obj.state, dict):
         raise DataError(f"{path}: expected a pickled scipy sparse matrix, got {type(obj).__name__}")
     st = obj.state
-    shape = st.get("_shape", st.get("shape"))
-    if shape is None or len(shape) != 2:
-        raise DataError(f"{path}: sparse matrix has no 2-D shape")
-    shape = (int(shape[0]), int(shape[1]))
-    if "row" in st and "col" in st:                       # COO, scipy < 1.13
-        rows, cols = _arr(st["row"]), _arr(st["col"])
-    elif "coords" in st:                                  # COO, scipy >= 1.13
-        rows, cols = _arr(st["coords"][0]), _arr(st["coords"][1])
-    elif "indptr" in st and "indices" in st:              # CSR
-        indptr, cols = _arr(st["indptr"]), _arr(st["indices"])
-        rows = np.repeat(np.arange(shape[0]), np.diff(indptr))
+    shape = _sparse_shape(path, st)
+    if obj.layout == "coo":
+        if "row" in st and "col" in st:                   # scipy < 1.13
+            rows, cols = st["row"], st["col"]
+        elif "coords" in st:                              # scipy >= 1.13
+            coords = st["coords"]
+            if not isinstance(coords, (tuple, list)) or len(coords) != 2:
+                raise DataError(f"{path}: COO 'coords' must be (rows, cols) for a 2-D matrix")
+            rows, cols = coords
+        else:
+            raise DataError(f"{path}: COO matrix without row/col or coords (keys: {', '.join(sorted(map(str, st)))})")
+        rows, cols = _index_array(path, rows, "row"), _index_array(path, cols, "col")
+    elif "indptr" in st and "indices" in st:
+        if obj.layout == "csr":
+            rows, cols = _expand_compressed(path, st, shape[0], "row")
+        else:
+            cols, rows = _expand_compressed(path, st, shape[1], "column")
     else:
-        raise DataError(f"{path}: unsupported sparse matrix layout (keys: {', '.join(sorted(st))})")
+        raise DataError(f"{path}: unsupported sparse matrix layout (keys: {', '.join(sorted(map(str, st)))})")
+    if rows.shape != cols.shape:
+        raise DataError(f"{path}: {rows.shape[0]} row ids but {cols.shape[0]} column ids")
+    if "data" in st:
+        values = _index_array(path, st["data"], "data")  # numeric and 1-D, like the ids
+        if values.shape[0] != rows.shape[0]:
+            raise DataError(f"{path}: {values.shape[0]} stored values but {rows.shape[0]} stored indices")
     return rows, cols, shape

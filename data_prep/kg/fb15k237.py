@@ -40,9 +40,11 @@ from torch import Tensor
 from benchmark.errors import DataError, first_line
 from benchmark.registry import DATASETS
 from data_prep.datasets.sources import (  # noqa: F401 - MIRROR and REPO_ROOT are re-exported
-    ENV_ROOT, MIRROR, REPO_ROOT, UNREADABLE, RemoteFile, download_file, read_text, search_places, sha256_file,
+    ENV_ROOT, MIRROR, REPO_ROOT, UNREADABLE, RemoteFile, download_file, file_present, read_text, search_places,
+    sha256_file,
 )
 from data_prep.kg.dataset import KGDataset
+from data_prep.safe_npy import load_npy, load_npz
 
 DATASET_DIR = "fb15k237"
 # File lookup (root, $FEDMM_DATA_ROOT, the shared mirror), checksums and downloads are the
@@ -79,7 +81,7 @@ def locate(name: str, root: str | Path | None = None, download: bool = False, ve
     for place in search_places(root, download):
         for cand in (place / DATASET_DIR / name, place / name):
             tried.append(cand)
-            if cand.is_file():
+            if file_present(cand):
                 if verify:
                     got = sha256_file(cand)
                     if got != spec.sha256:
@@ -299,7 +301,7 @@ def _as_item_matrix(value: object, where: str) -> np.ndarray:
 def _load_tensor_file(path: Path) -> object:
     if path.suffix == ".npy":
         try:
-            return np.load(path, allow_pickle=False)
+            return load_npy(path)
         except UNREADABLE as e:
             raise DataError(f"{path}: not a readable .npy array ({e})") from None
     try:
@@ -322,14 +324,15 @@ def load_entity_image_features(path: str | Path, entities: list[str]) -> tuple[T
     index = {_norm_id(e): i for i, e in enumerate(entities)}
     raw: list[tuple[str, object, str]] = []
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix in _IMAGE_EXTS)
+        # an entity's file that is there but unreadable is an error, not an entity without an image
+        files = sorted(f for f in p.iterdir() if f.suffix in _IMAGE_EXTS and file_present(f))
         if not files:
             raise DataError(f"{p}: no {'/'.join(_IMAGE_EXTS)} feature files in this directory")
         for f in files:
             raw.append((f.stem, _load_tensor_file(f), str(f)))
     elif p.is_file() and p.suffix == ".npz":
         try:
-            with np.load(p, allow_pickle=False) as z:
+            with load_npz(p) as z:
                 for k in z.files:
                     raw.append((k, z[k], f"{p}[{k}]"))
         except UNREADABLE as e:
@@ -457,7 +460,7 @@ class FB15k237:
     @dataclass
     class Config:
         text_encoder: str = field(default="minilm", metadata={"help": "minilm (384-d), hashing (fast, 256-d) or none", "choices": ("minilm", "hashing", "none")})
-        numeric_dim: int = field(default=64, metadata={"help": "width of the encoded numeric-attribute items", "min": 1})
+        numeric_dim: int = field(default=64, metadata={"help": "width of the encoded numeric-attribute items", "min": 1, "max": 65_536})
         image_features: str | None = field(default=None, metadata={"help": "path to per-entity image features (dir of .npy/.pth, dict .pth, or .npz)"})
         cache_dir: str = field(default=".cache/fedmm/text", metadata={"help": "where encoded text items are cached"})
         download: bool = field(default=False, metadata={"help": "fetch missing files from their pinned public sources"})

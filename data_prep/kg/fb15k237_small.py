@@ -26,8 +26,9 @@ import torch
 from benchmark.errors import DataError
 from benchmark.registry import DATASETS
 from data_prep.kg.dataset import SPLITS, KGDataset
-from data_prep.datasets.sources import UNREADABLE, read_text
+from data_prep.datasets.sources import UNREADABLE, file_present, read_text
 from data_prep.kg.fb15k237 import REPO_ROOT, encode_numeric_items
+from data_prep.safe_npy import load_npy, load_npz
 
 SUBSET_DIR = REPO_ROOT / "data" / "fb15k237_small"
 MANIFEST = "manifest.json"
@@ -44,7 +45,7 @@ def _find_dir(root: str | Path | None) -> Path:
     root = None if root is None or str(root) == "" else Path(root).expanduser()
     cands = ([] if root is None else [Path(root) / "fb15k237_small", Path(root)]) + [SUBSET_DIR]
     for c in cands:
-        if (c / MANIFEST).is_file():
+        if file_present(c / MANIFEST):  # one that is there but unreadable: an error, not the next folder
             return c
     raise DataError(f"missing data file {MANIFEST} of fb15k237_small (looked in: {'; '.join(str(c) for c in cands)}); "
                     "regenerate it with: python -m data_prep.kg.make_small_subset")
@@ -92,7 +93,7 @@ def load_fb15k237_small(root: str | Path | None = None, numeric_dim: int = 64, v
         raise DataError(f"{d / MANIFEST}: expected an object with 'outputs': {{file: {{sha256: ...}}}}")
     for name in OUTPUT_FILES:
         p = d / name
-        if not p.is_file():
+        if not file_present(p):
             raise DataError(f"missing data file {name} of fb15k237_small (looked in: {d})")
         if verify and name in expected and _sha256(p) != expected[name]["sha256"]:
             raise DataError(f"{p}: sha256 does not match {MANIFEST}; the file was modified or truncated")
@@ -103,7 +104,7 @@ def load_fb15k237_small(root: str | Path | None = None, numeric_dim: int = 64, v
     relations = [r[0] for r in _read_tsv(d / "relations.tsv", 1, ("relation",))]
     E = len(entities)
     try:
-        with np.load(d / "triples.npz", allow_pickle=False) as z:
+        with load_npz(d / "triples.npz") as z:
             splits = {s: torch.from_numpy(z[s].astype(np.int64)).reshape(-1, 3) for s in SPLITS}
     except UNREADABLE as e:
         raise DataError(f"{d / 'triples.npz'}: unreadable or missing a train/valid/test array "
@@ -116,7 +117,7 @@ def load_fb15k237_small(root: str | Path | None = None, numeric_dim: int = 64, v
     text_rows = _read_tsv(d / "text_items.tsv", 3, ("entity", "kind", "text"))
     text_owner = [_int_field(d / "text_items.tsv", i + 2, r[0], E) for i, r in enumerate(text_rows)]
     try:
-        text_feats = np.load(d / "text_minilm_f16.npy", allow_pickle=False)
+        text_feats = load_npy(d / "text_minilm_f16.npy")
     except UNREADABLE as e:
         raise DataError(f"{d / 'text_minilm_f16.npy'}: not a readable .npy array ({type(e).__name__}: {e})") from None
     if text_feats.ndim != 2 or text_feats.shape[0] != len(text_rows):
@@ -153,7 +154,7 @@ class FB15k237Small:
 
     @dataclass
     class Config:
-        numeric_dim: int = field(default=64, metadata={"help": "width of the encoded numeric-attribute items", "min": 1})
+        numeric_dim: int = field(default=64, metadata={"help": "width of the encoded numeric-attribute items", "min": 1, "max": 65_536})
         verify: bool = field(default=True, metadata={"help": "check each file's sha256 against manifest.json"})
 
     def __init__(self, config: "FB15k237Small.Config | None" = None) -> None:

@@ -30,13 +30,13 @@ class DirichletLabelPartitioner:
     @dataclass
     class Config:
         alpha: float = field(default=0.5, metadata={"help": "Dirichlet concentration (> 0; small = more skew)", "positive": True})
-        min_size: int = field(default=10, metadata={"help": "redraw until every client has at least this many nodes", "min": 0})
+        min_size: int = field(default=10, metadata={"help": "redraw until every client has at least this many nodes", "min": 0, "max": 50_000_000})
         label_source: str = field(
             default="labels",
             metadata={"help": "what to skew: labels, or pseudo-labels from louvain communities / kmeans clusters", "choices": LABEL_SOURCES},
         )
-        pseudo_classes: int = field(default=10, metadata={"help": "number of k-means clusters for label_source=kmeans", "min": 2})
-        max_tries: int = field(default=500, metadata={"help": "redraws allowed before giving up with an error", "min": 1})
+        pseudo_classes: int = field(default=10, metadata={"help": "number of k-means clusters for label_source=kmeans", "min": 2, "max": 100_000})
+        max_tries: int = field(default=500, metadata={"help": "redraws allowed before giving up with an error", "min": 1, "max": 1_000_000})
 
     def __init__(self, cfg: Config | None = None, seed: int = 0) -> None:
         self.cfg = cfg if cfg is not None else self.Config()

@@ -32,7 +32,7 @@ class LouvainPartitioner:
         resolution: float = field(
             default=1.0, metadata={"help": "Louvain resolution (> 0; larger = smaller communities)", "positive": True}
         )
-        delta: int = field(default=20, metadata={"help": "allowed client-size slack around N / num_clients", "min": 0})
+        delta: int = field(default=20, metadata={"help": "allowed client-size slack around N / num_clients", "min": 0, "max": 50_000_000})
 
     def __init__(self, cfg: Config | None = None, seed: int = 0) -> None:
         self.cfg = cfg if cfg is not None else self.Config()
