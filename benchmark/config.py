@@ -14,23 +14,32 @@ import copy
 import dataclasses
 import hashlib
 import json
+import os
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from benchmark.errors import ConfigError, closest
 from benchmark.options import check_fields
+from benchmark.safe_yaml import YamlSyntaxError, clip, load_file, loads, short_repr
 
 DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
+# A registry name (and a suite name, which names a results folder): an identifier, so no
+# path separator, newline or dot-dot can reach a file name or a one-line message.
+NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]{0,99}"
+NAME_HELP = "an identifier (letters, digits, _; at most 100 characters)"
 
 
 def opt(default: Any, help: str, **constraints: Any) -> Any:
     """A dataclass field with its help text and constraints in metadata (see benchmark.options)."""
     return field(default=default, metadata={"help": help, **constraints})
+
+
+def name_opt(default: str, help: str) -> Any:
+    """A registry-name field: an identifier, checked before any registry lookup."""
+    return opt(default, help, pattern=NAME_PATTERN, pattern_help=NAME_HELP)
 
 
 @dataclass
@@ -43,31 +52,31 @@ class ComponentConfig:
 
 @dataclass
 class DatasetConfig(ComponentConfig):
-    name: str = opt("synthetic", "registry name (`list` shows all); its options go beside `name`")
+    name: str = name_opt("synthetic", "registry name (`list` shows all); its options go beside `name`")
     root: str | None = opt(None, "data root or local mirror; null = FEDMM_DATA_ROOT, then ../shared/data")
 
 
 @dataclass
 class PartitionConfig(ComponentConfig):
-    name: str = opt("dirichlet_label", "partitioner registry name")
-    num_clients: int = opt(10, "K, number of clients", min=1)
+    name: str = name_opt("dirichlet_label", "partitioner registry name")
+    num_clients: int = opt(10, "K, number of clients", min=1, max=100_000)
 
 
 @dataclass
 class MissingConfig(ComponentConfig):
-    name: str = opt("node_level", "masker registry name")
+    name: str = name_opt("node_level", "masker registry name")
     fill: str = opt("zeros", "value of an absent modality", choices=("zeros", "random", "mean"))
     content: str = opt("keep", "keep, or shuffle each modality's rows across nodes", choices=("keep", "shuffle"))
 
 
 @dataclass
 class TaskConfig(ComponentConfig):
-    name: str = opt("node_cls", "task registry name")
+    name: str = name_opt("node_cls", "task registry name")
 
 
 @dataclass
 class AlgorithmConfig(ComponentConfig):
-    name: str = opt("fedavg", "algorithm registry name")
+    name: str = name_opt("fedavg", "algorithm registry name")
 
 
 @dataclass
@@ -79,25 +88,25 @@ class SplitConfig:
 
 @dataclass
 class ModelConfig:
-    backbone: str = opt("gcn", "GNN backbone registry name")
-    fusion: str = opt("concat", "modality fusion registry name")
-    hidden: int = opt(256, "hidden size of encoders, fusion and GNN", min=1)
-    layers: int = opt(2, "message-passing layers", min=1)
+    backbone: str = name_opt("gcn", "GNN backbone registry name")
+    fusion: str = name_opt("concat", "modality fusion registry name")
+    hidden: int = opt(256, "hidden size of encoders, fusion and GNN", min=1, max=65_536)
+    layers: int = opt(2, "message-passing layers", min=1, max=256)
     dropout: float = opt(0.5, "dropout on fused inputs and between GNN layers", probability=True)
     mask_missing: bool = opt(False, "true: fusions skip absent modalities; false: they see the fill value")
 
 
 @dataclass
 class TrainConfig:
-    rounds: int = opt(50, "communication rounds (maximum, with early stopping)", min=1)
-    local_epochs: int = opt(3, "full-batch epochs per client per round", min=1)
+    rounds: int = opt(50, "communication rounds (maximum, with early stopping)", min=1, max=1_000_000)
+    local_epochs: int = opt(3, "full-batch epochs per client per round", min=1, max=100_000)
     lr: float = opt(0.005, "Adam learning rate (0 freezes the model: a control)", min=0)
     weight_decay: float = opt(0.0005, "Adam L2 penalty", min=0.0)
     grad_clip: float = opt(0.0, "max gradient norm; 0 disables clipping", min=0.0)
     client_fraction: float = opt(1.0, "fraction of clients sampled per round", positive=True, max=1.0)
-    eval_every: int = opt(1, "evaluate every N rounds (and at the last round)", min=1)
-    patience: int = opt(0, "early stop after N evaluations without validation gain; 0 = off", min=0)
-    checkpoint_every: int = opt(0, "checkpoint every N rounds for resume; 0 = off", min=0)
+    eval_every: int = opt(1, "evaluate every N rounds (and at the last round)", min=1, max=1_000_000)
+    patience: int = opt(0, "early stop after N evaluations without validation gain; 0 = off", min=0, max=1_000_000)
+    checkpoint_every: int = opt(0, "checkpoint every N rounds for resume; 0 = off", min=0, max=1_000_000)
     device: str = opt("auto", "auto (CUDA when present, else CPU), cpu, cuda or cuda:N",
                       pattern=r"auto|cpu|cuda(:[0-9]+)?", pattern_help="auto, cpu, cuda or cuda:N")
     deterministic: bool = opt(True, "torch deterministic algorithms: same seed, same numbers on one GPU")
@@ -150,16 +159,12 @@ def _section_to_dict(section: Any) -> dict[str, Any]:
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping; a missing file or malformed YAML is a ConfigError."""
+    """Read a YAML mapping through :mod:`benchmark.safe_yaml` (size, encoding, duplicate keys,
+    alias caps); a missing file or malformed YAML is a ConfigError."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file not found: {p}")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"malformed YAML in {p}{where}: {getattr(e, 'problem', e)}") from None
+    data = load_file(p)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -170,11 +175,11 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 def parse_override(text: str) -> tuple[str, Any]:
     """'a.b=c' -> ('a.b', yaml-parsed c)."""
     if "=" not in text:
-        raise ConfigError(f"--set expects key=value, got '{text}'")
+        raise ConfigError(f"--set expects key=value, got {short_repr(text)}")
     key, raw = text.split("=", 1)
     try:
-        value = yaml.safe_load(raw) if raw != "" else ""
-    except yaml.YAMLError:
+        value = loads(raw, f"--set {clip(key)}") if raw != "" else ""
+    except YamlSyntaxError:  # not YAML: the text itself (a refused document still raises)
         value = raw
     return key.strip(), value
 
@@ -204,12 +209,12 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def expand_dotted(d: dict[str, Any]) -> dict[str, Any]:
-    """{'a.b': 1} -> {'a': {'b': 1}} (keys without dots stay)."""
+    """{'a.b': 1} -> {'a': {'b': 1}} (keys without dots, and keys that are no strings, stay)."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         if isinstance(v, dict):
             v = expand_dotted(v)
-        if "." in k:
+        if isinstance(k, str) and "." in k:
             nested: dict[str, Any] = {}
             set_dotted(nested, k, v)
             out = deep_merge(out, nested)
@@ -233,35 +238,38 @@ def _check_type(where: str, value: Any, tp: Any) -> Any:
                 return _check_type(where, value, a)
             except ConfigError as e:
                 errors.append(str(e))
-        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
+        raise ConfigError(errors[0] if errors else f"{where}: bad value {short_repr(value)}")
     if tp is Any or tp is typing.Any:
         return value
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
+            raise ConfigError(f"{where}: expected a list, got {short_repr(value)}")
         (inner,) = typing.get_args(tp)[:1] or (Any,)
         return [_check_type(f"{where}[{i}]", v, inner) for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{where}: expected a mapping, got {short_repr(value)}")
         args = typing.get_args(tp)
         inner_tp = args[1] if len(args) == 2 else Any
-        return {k: _check_type(f"{where}.{k}", v, inner_tp) for k, v in value.items()}
+        if args and args[0] is str and not all(isinstance(k, str) for k in value):
+            bad = next(k for k in value if not isinstance(k, str))
+            raise ConfigError(f"{where}: keys must be strings, got {short_repr(bad)}")
+        return {k: _check_type(f"{where}.{clip(str(k))}", v, inner_tp) for k, v in value.items()}
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+            raise ConfigError(f"{where}: expected true or false, got {short_repr(value)}")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+            raise ConfigError(f"{where}: expected an integer, got {short_repr(value)}")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
+            raise ConfigError(f"{where}: expected a number, got {short_repr(value)}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
+            raise ConfigError(f"{where}: expected a string, got {short_repr(value)}")
         return value
     return value
 
@@ -269,12 +277,12 @@ def _check_type(where: str, value: Any, tp: Any) -> Any:
 def build_dataclass(cls: type, data: dict[str, Any], where: str) -> Any:
     """Construct ``cls`` from a mapping, rejecting unknown keys with a suggestion."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{where or 'config'}: expected a mapping, got {data!r}")
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {short_repr(data)}")
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.name != "params"]
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
-        path = f"{where}.{key}" if where else key
+        path = f"{where}.{clip(str(key))}" if where else clip(str(key))
         if key not in names:
             raise ConfigError(f"unknown config key '{path}'{closest(key, names)}; valid keys: {', '.join(names)}")
         tp = hints[key]
@@ -289,7 +297,7 @@ def build_dataclass(cls: type, data: dict[str, Any], where: str) -> Any:
 def _build_section(cls: type, data: dict[str, Any], where: str) -> Any:
     """Sections of components: own fields plus any other key as a component param."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {data!r}")
+        raise ConfigError(f"{where}: expected a mapping, got {short_repr(data)}")
     own = {f.name for f in dataclasses.fields(cls)} - {"params"}
     base = {k: v for k, v in data.items() if k in own}
     params = {k: v for k, v in data.items() if k not in own}
@@ -306,7 +314,8 @@ def build_run_config(data: dict[str, Any], validate_components: bool = True) -> 
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         if key not in names:
-            raise ConfigError(f"unknown config key '{key}'{closest(key, names)}; valid keys: {', '.join(names)}")
+            raise ConfigError(f"unknown config key '{clip(str(key))}'{closest(key, names)}; "
+                              f"valid keys: {', '.join(names)}")
         tp = hints[key]
         if isinstance(tp, type) and issubclass(tp, ComponentConfig):
             kwargs[key] = _build_section(tp, value, key)
@@ -327,7 +336,8 @@ def component_config(registry: Any, section: ComponentConfig, where: str) -> Any
     cfg_cls = getattr(cls, "Config", None)
     if cfg_cls is None:
         if section.params:
-            raise ConfigError(f"{where} '{section.name}' takes no options, got: {', '.join(section.params)}")
+            raise ConfigError(f"{where} '{section.name}' takes no options, got: "
+                              f"{clip(', '.join(map(str, section.params)))}")
         return None
     return build_dataclass(cfg_cls, section.params, f"{where}")
 
@@ -349,14 +359,46 @@ def validate(cfg: RunConfig) -> None:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
-    """Defaults <- run YAML <- --set overrides, validated."""
+    """Defaults <- run YAML <- --set overrides, validated, output folders included (the run
+    is about to write to them)."""
     data: dict[str, Any] = {}
     if path is not None:
         data = expand_dotted(load_yaml(path))
     for item in overrides:
         key, value = parse_override(item)
         set_dotted(data, key, value)
-    return build_run_config(data)
+    cfg = build_run_config(data)
+    check_output_paths(cfg)
+    return cfg
+
+
+def check_output_dir(path: str | Path, where: str) -> None:
+    """ConfigError unless ``path`` is a writable folder or one that can be made there: a file
+    at that path (or above it) would otherwise fail only once a round has run."""
+    p = Path(path)
+    try:
+        if "\0" in str(p):
+            raise ValueError("a NUL byte")
+        probe = p
+        while not probe.exists():
+            if probe.is_symlink():
+                raise ConfigError(f"{where}: {clip(str(probe), 200)} is a broken link, not a directory")
+            if probe.parent == probe:
+                break
+            probe = probe.parent
+        if probe.exists() and not probe.is_dir():
+            what = "is a file" if probe == p else f"cannot be created: {clip(str(probe), 200)} is a file"
+            raise ConfigError(f"{where}: {clip(str(p), 200)} {what}, not a directory")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise ConfigError(f"{where}: {clip(str(p), 200)} is not writable ({clip(str(probe), 200)} denies writing)")
+    except (OSError, ValueError) as e:  # a NUL byte, a name too long, a link loop
+        raise ConfigError(f"{where}: {clip(str(p), 200)} is no usable directory ({clip(str(e))})") from None
+
+
+def check_output_paths(cfg: RunConfig) -> None:
+    """Every ``output.*`` folder of a run, checked before any work."""
+    for f in dataclasses.fields(OutputConfig):
+        check_output_dir(getattr(cfg.output, f.name), f"output.{f.name}")
 
 
 def defaults_yaml() -> dict[str, Any]:

@@ -24,6 +24,10 @@ new option is validated by declaring it. Recognized keys:
 ``unbounded``
     an explicit statement that a numeric option takes any finite value.
 
+Every size (a width, a count of nodes, clients, negatives or rounds) declares a ``max``: a
+generous ceiling far above any paper's setting that refuses a typo's extra zeros in one line
+before anything is allocated (``tests/test_size_bounds.py`` keeps every integer option so).
+
 Numbers must be finite (no NaN or inf) whatever else is declared. Lists and mappings of
 numbers are checked element by element. ``None`` (an optional option left unset) is
 never checked. Cross-field rules stay in the dataclass's ``__post_init__``.
@@ -40,16 +44,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from benchmark.errors import ConfigError
+from benchmark.safe_yaml import clip, short_repr
 
 NUMERIC_KEYS = ("min", "max", "above", "below", "positive", "probability", "unbounded")
 CONSTRAINT_KEYS = NUMERIC_KEYS + ("choices", "pattern")
 
 
 def _fmt(x: Any) -> str:
-    """A bound or value as a user would type it (1 not 1.0 for whole floats in bounds)."""
+    """A bound or value as a user would type it (1 not 1.0 for whole floats in bounds), cut to one
+    short line (a value may be anything a YAML file holds)."""
     if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
         return str(int(x))
-    return repr(x) if isinstance(x, str) else str(x)
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 10**60:
+        return f"{'-' if x < 0 else ''}a {x.bit_length()}-bit integer"
+    return short_repr(x) if isinstance(x, str) else clip(str(x))
 
 
 def _check_number(where: str, value: float, meta: Mapping[str, Any]) -> None:
@@ -70,9 +78,7 @@ def _check_number(where: str, value: float, meta: Mapping[str, Any]) -> None:
         if low is not None:
             raise ConfigError(f"{where} must be in [{_fmt(low)}, {_fmt(below)}), got {_fmt(value)}")
         raise ConfigError(f"{where} must be < {_fmt(below)}, got {_fmt(value)}")
-    lo, hi = meta.get("min"), meta.get("max")
-    if lo is not None and hi is not None and not lo <= value <= hi:
-        raise ConfigError(f"{where} must be in [{_fmt(lo)}, {_fmt(hi)}], got {_fmt(value)}")
+    lo, hi = meta.get("min"), meta.get("max")  # each side on its own: a ceiling of sizes is no range
     if lo is not None and value < lo:
         raise ConfigError(f"{where} must be >= {_fmt(lo)}, got {_fmt(value)}")
     if hi is not None and value > hi:
@@ -97,7 +103,8 @@ def check_option(where: str, value: Any, meta: Mapping[str, Any]) -> None:
         raise ConfigError(f"{where} must be one of {shown}, got {_fmt(value)}")
     pattern = meta.get("pattern")
     if pattern is not None and isinstance(value, str) and not re.fullmatch(pattern, value):
-        raise ConfigError(f"{where} must be {meta.get('pattern_help', 'of the form ' + pattern)}, got {value!r}")
+        raise ConfigError(f"{where} must be {meta.get('pattern_help', 'of the form ' + pattern)}, "
+                          f"got {short_repr(value)}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         _check_number(where, value, meta)
 

@@ -22,9 +22,9 @@ from benchmark.tasks.node_cls import NodeClassification
 
 @dataclass
 class FedGTAConfig:
-    prop_steps: int = field(default=5, metadata={"help": "label-propagation steps K (paper: 5)", "min": 0})
+    prop_steps: int = field(default=5, metadata={"help": "label-propagation steps K (paper: 5)", "min": 0, "max": 10_000})
     alpha: float = field(default=0.5, metadata={"help": "propagation weight: Y <- alpha A_hat Y + (1 - alpha) Y0 (paper: 0.5)", "probability": True})
-    moments: int = field(default=10, metadata={"help": "highest moment order of the propagated soft labels (paper: 10; origin + centered)", "min": 1})
+    moments: int = field(default=10, metadata={"help": "highest moment order of the propagated soft labels (paper: 10; origin + centered)", "min": 1, "max": 1_000})
     accept_alpha: float = field(default=0.5, metadata={"help": "cosine threshold above which another client's model joins the aggregate (paper: 0.5)", "min": -1, "max": 1})
     temperature: float = field(default=20.0, metadata={"help": "softmax temperature of the confidence (entropy) term (paper: 20)", "positive": True})
 

@@ -25,8 +25,8 @@ from benchmark.training import LocalLoop
 @dataclass
 class FedIIHConfig:
     factors: int = field(default=2, metadata={"help": "latent factors K (official: 2, semantic and structural); "
-                                                      "model.hidden must be divisible by it", "min": 1})
-    routing_iters: int = field(default=6, metadata={"help": "neighbourhood-routing iterations of each disentangled layer", "min": 1})
+                                                      "model.hidden must be divisible by it", "min": 1, "max": 1_024})
+    routing_iters: int = field(default=6, metadata={"help": "neighbourhood-routing iterations of each disentangled layer", "min": 1, "max": 10_000})
     tau: float = field(default=1.0, metadata={"help": "routing softmax temperature", "positive": True})
     vae_weight: float = field(default=0.1, metadata={"help": "weight of the negative ELBO added to the cross-entropy "
                                                              "(our choice; 1.0 costs accuracy early in training)", "min": 0})

@@ -25,15 +25,15 @@ LAPLACIANS = ("sym", "comb")
 @dataclass
 class FedLAPConfig(FedAvgConfig):
     k: int = field(default=200, metadata={"help": "number of low-frequency eigenvectors U_k (official code: 200; "
-                                                   "capped at the number of nodes)", "min": 1})
+                                                   "capped at the number of nodes)", "min": 1, "max": 100_000})
     reg: float = field(default=10.0, metadata={"help": "weight of the smoothness term Tr(W^T Lambda W) / Tr(W^T W) "
                                                        "(official code: 10)", "min": 0})
     laplacian: str = field(default="sym", metadata={"help": "sym: I - D^-1/2 A D^-1/2 (orthonormal eigenvectors, "
                                                             "the spectrum of the official random-walk one); comb: D - A", "choices": LAPLACIANS})
     struct_dim: int = field(default=0, metadata={"help": "columns of W (size of the structure features); "
-                                                         "0 = model.hidden", "min": 0})
+                                                         "0 = model.hidden", "min": 0, "max": 65_536})
     dense_limit: int = field(default=4000, metadata={"help": "largest graph decomposed densely (torch.linalg.eigh); "
-                                                             "larger ones use scipy's sparse Lanczos", "min": 1})
+                                                             "larger ones use scipy's sparse Lanczos", "min": 1, "max": 100_000})
 
 
 # --------------------------------------------------------------------------- spectral part

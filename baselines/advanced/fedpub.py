@@ -28,8 +28,8 @@ class FedPubConfig:
     loc_l2: float = field(default=1e-3, metadata={"help": "weight of the (non-squared) L2 proximal term ||theta - theta_received||_2 (paper: 1e-3)", "min": 0})
     agg_norm: str = field(default="exp", metadata={"help": "similarity normalization: exp (paper, exp(norm_scale * cos) row-normalized) or linear (cos clipped at 0, row-normalized)", "choices": ("exp", "linear")})
     norm_scale: float = field(default=10.0, metadata={"help": "temperature of the exp similarity normalization (paper: 10)", "min": 0})
-    proxy_blocks: int = field(default=5, metadata={"help": "blocks of the server's random proxy graph (paper: 5)", "min": 1})
-    proxy_block_size: int = field(default=100, metadata={"help": "nodes per block of the proxy graph (paper: 100)", "min": 1})
+    proxy_blocks: int = field(default=5, metadata={"help": "blocks of the server's random proxy graph (paper: 5)", "min": 1, "max": 100_000})
+    proxy_block_size: int = field(default=100, metadata={"help": "nodes per block of the proxy graph (paper: 100)", "min": 1, "max": 1_000_000})
     proxy_p_in: float = field(default=0.1, metadata={"help": "edge probability inside a proxy block (paper: 0.1; no edges between blocks)", "probability": True})
 
 

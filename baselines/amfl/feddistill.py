@@ -42,7 +42,7 @@ class FedDistillConfig:
 
     rho: float = field(default=0.05, metadata={"help": "share of clients per modality group asked for public rows, "
                                                        "and share of their training rows sent", "probability": True})
-    teachers: int = field(default=10, metadata={"help": "teachers s per student", "min": 1})
+    teachers: int = field(default=10, metadata={"help": "teachers s per student", "min": 1, "max": 100_000})
     beta: float = field(default=0.1, metadata={"help": "step size of the distillation gradient", "positive": True})
     clip: float = field(default=5.0, metadata={
         "help": "largest global norm of the distillation gradient before the step (ours, for stability: see "

@@ -54,13 +54,13 @@ class FedGKDConfig:
     rho: float = field(default=0.05, metadata={"help": "share of clients per modality group asked for public rows, "
                                                        "and share of their training rows sent", "probability": True})
     buffer_per_round: int = field(default=10, metadata={"help": "uploaded models s added to the server buffer each "
-                                                                "round", "min": 1})
+                                                                "round", "min": 1, "max": 100_000})
     memory_rounds: int = field(default=3, metadata={"help": "models from rounds before r - memory_rounds leave the "
-                                                            "buffer", "min": 0})
+                                                            "buffer", "min": 0, "max": 1_000_000})
     teachers_min: int = field(default=4, metadata={"help": "smallest client memory budget s' (teachers sent)",
-                                                   "min": 1})
+                                                   "min": 1, "max": 100_000})
     teachers_max: int = field(default=8, metadata={"help": "largest client memory budget s' (teachers sent)",
-                                                   "min": 1})
+                                                   "min": 1, "max": 100_000})
     beta: float = field(default=0.1, metadata={"help": "weight (step size) of the distillation loss's gradient",
                                                "positive": True})
     public_set: bool = field(default=True, metadata={"help": "also distill on the starred public set (false: only on "

@@ -46,9 +46,9 @@ OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
 class HyperPFLConfig:
     """Hypernetwork and optimizer options (Appendix B.1.3 for the widths)."""
 
-    task_dim: int = field(default=16, metadata={"help": "client embedding size (Appendix B.1.3: 16)", "min": 1})
+    task_dim: int = field(default=16, metadata={"help": "client embedding size (Appendix B.1.3: 16)", "min": 1, "max": 65_536})
     widths: list[int] = field(default_factory=lambda: [128, 128, 16, 30], metadata={
-        "help": "hidden widths of the hypernetwork MLP (Appendix B.1.3)", "min": 1})
+        "help": "hidden widths of the hypernetwork MLP (Appendix B.1.3)", "min": 1, "max": 65_536})
     server_lr: float = field(default=0.001, metadata={"help": "hypernetwork learning rate", "positive": True})
     server_optimizer: str = field(default="adam", metadata={"help": "sgd or adam on the chain-rule gradient",
                                                             "choices": tuple(OPTIMIZERS)})

@@ -199,15 +199,15 @@ class KGAlgorithm(Algorithm):
 
         imputer: str = field(default="none", metadata={"help": "missing-modality imputer on H = [S || V || D] (baselines/kg/imputers.py): none, ae, cra, mmin or hide", "choices": KG_IMPUTERS.names})
         lambda_di: float = field(default=1.0, metadata={"help": "weight lambda of the imputer's masked loss L_DI in the local loss (the seed gives no value)", "min": 0})
-        imputer_hidden: list[int] = field(default_factory=list, metadata={"help": "imputer AE widths (three); empty = the paper's [512, 256, 128] scaled to the hyper-modal width (w/3, w/6, w/12)", "min": 1})
+        imputer_hidden: list[int] = field(default_factory=list, metadata={"help": "imputer AE widths (three); empty = the paper's [512, 256, 128] scaled to the hyper-modal width (w/3, w/6, w/12)", "min": 1, "max": 65_536})
         imputer_drop: float = field(default=0.3, metadata={"help": "P(hide an observed modality block from the imputer's input in the L_DI forward; still a target): self-supervision for imputing; 0 = the paper's literal objective, which residual nets solve as the identity", "min": 0, "below": 1})
-        diffusion_steps: int = field(default=5, metadata={"help": "HidE diffusion steps T (the seed gives none; DiffRec's 5)", "min": 1})
+        diffusion_steps: int = field(default=5, metadata={"help": "HidE diffusion steps T (the seed gives none; DiffRec's 5)", "min": 1, "max": 10_000})
         beta_low: float = field(default=5e-4, metadata={"help": "HidE first noise variance beta_1, before scaling by noise_scale (seed: 5e-4)", "positive": True})
         beta_up: float = field(default=5e-2, metadata={"help": "HidE last noise variance beta_T, before scaling by noise_scale (seed: 5e-2)", "positive": True})
         noise_scale: float = field(default=1e-4, metadata={"help": "HidE scale s of both beta bounds (seed: 1e-4, DiffRec convention)", "positive": True})
         recon_net: str = field(default="cra", metadata={"help": "HidE reconstruction network predicting x0 from (x_t, t): cra, ae, mlp or mha", "choices": RECON_NETS})
-        imputer_heads: int = field(default=4, metadata={"help": "attention heads of HidE's mha reconstruction net", "min": 1})
-        pretrain_rounds: int = field(default=0, metadata={"help": "first rounds trained structure-only (FedE pre-training of S^c, seed Sec. IV-A), then the multimodal model", "min": 0})
+        imputer_heads: int = field(default=4, metadata={"help": "attention heads of HidE's mha reconstruction net", "min": 1, "max": 1_024})
+        pretrain_rounds: int = field(default=0, metadata={"help": "first rounds trained structure-only (FedE pre-training of S^c, seed Sec. IV-A), then the multimodal model", "min": 0, "max": 1_000_000})
         pretrain_share: float = field(default=0.0, metadata={"help": "the same pre-training given as a share of train.rounds (rounded; the larger of the two counts), so one suite value fits every scale", "min": 0.0, "below": 1.0})
 
         def __post_init__(self) -> None:

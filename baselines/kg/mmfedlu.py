@@ -251,7 +251,7 @@ class MMFedLU(DualViewKG):
     class Config(DualViewKG.Config):
         mu: float = field(default=0.01, metadata={"help": "weight of the logit distillation (FedLU code's dist_mu 1e-2; the seed gives none)", "min": 0})
         gating: bool = field(default=False, metadata={"help": "FedLU's validation-gated directed distillation instead of the seed's plain KL term"})
-        wait_rounds: int = field(default=10, metadata={"help": "gating: round from which global->local distillation is always on (FedLU wait_iter)", "min": 0})
+        wait_rounds: int = field(default=10, metadata={"help": "gating: round from which global->local distillation is always on (FedLU wait_iter)", "min": 0, "max": 1_000_000})
 
     def distill(self, terms: DualTerms, state: dict, rnd: int) -> dict[str, Tensor]:
         mu = float(self.cfg.mu)

@@ -28,10 +28,10 @@ TOKENS = "model.missing_tokens"
 class FedMACConfig:
     contrast_weight: float = field(default=5.0, metadata={"help": "weight of the fused-vs-modality supervised contrastive loss", "min": 0})
     temperature: float = field(default=1.0, metadata={"help": "temperature of the supervised contrastive loss", "positive": True})
-    attention_heads: int = field(default=4, metadata={"help": "heads of the cross-modal attention before fusion (0 = none; FedMPO Table 8: 4)", "min": 0})
+    attention_heads: int = field(default=4, metadata={"help": "heads of the cross-modal attention before fusion (0 = none; FedMPO Table 8: 4)", "min": 0, "max": 1_024})
     attention_dropout: float = field(default=0.1, metadata={"help": "dropout inside the cross-modal attention (FedMPO Table 8: 0.1)", "min": 0, "below": 1})
     agg_temperature: float = field(default=0.5, metadata={"help": "temperature of the server's similarity attention over a modality's encoders", "positive": True})
-    max_contrast_nodes: int = field(default=1024, metadata={"help": "training nodes per modality in one contrastive batch (random subset above it)", "min": 0})
+    max_contrast_nodes: int = field(default=1024, metadata={"help": "training nodes per modality in one contrastive batch (random subset above it)", "min": 0, "max": 1_000_000})
 
 
 class FedMACModel(ModalityGNN):

@@ -31,14 +31,14 @@ class FedMVPConfig:
     infonce_weight: float = field(default=0.01, metadata={"help": "weight of InfoNCE between joint and unimodal embeddings", "min": 0})
     infonce_temperature: float = field(default=0.1, metadata={"help": "temperature of that InfoNCE", "positive": True})
     align_weight: float = field(default=0.5, metadata={"help": "weight of aligning the joint embedding to unimodal branches that beat it", "min": 0})
-    attention_heads: int = field(default=4, metadata={"help": "heads of the cross-modal attention of the joint branch (0 = none; FedMPO Table 8: 4)", "min": 0})
+    attention_heads: int = field(default=4, metadata={"help": "heads of the cross-modal attention of the joint branch (0 = none; FedMPO Table 8: 4)", "min": 0, "max": 1_024})
     attention_dropout: float = field(default=0.1, metadata={"help": "dropout inside the cross-modal attention (FedMPO Table 8: 0.1)", "min": 0, "below": 1})
     ridge: float = field(default=1.0, metadata={"help": "ridge penalty of the frozen cross-modal generator, relative to the mean feature energy", "min": 0})
-    min_pairs: int = field(default=5, metadata={"help": "nodes holding both modalities needed to fit a generator for that pair", "min": 2})
-    probe_blocks: int = field(default=2, metadata={"help": "blocks of the server's synthetic probe graph", "min": 1})
-    probe_block_size: int = field(default=32, metadata={"help": "nodes per probe block", "min": 2})
+    min_pairs: int = field(default=5, metadata={"help": "nodes holding both modalities needed to fit a generator for that pair", "min": 2, "max": 50_000_000})
+    probe_blocks: int = field(default=2, metadata={"help": "blocks of the server's synthetic probe graph", "min": 1, "max": 100_000})
+    probe_block_size: int = field(default=32, metadata={"help": "nodes per probe block", "min": 2, "max": 1_000_000})
     probe_p_in: float = field(default=0.2, metadata={"help": "edge probability inside a probe block", "probability": True})
-    max_contrast_nodes: int = field(default=1024, metadata={"help": "training nodes in one InfoNCE batch (random subset above it)", "min": 0})
+    max_contrast_nodes: int = field(default=1024, metadata={"help": "training nodes in one InfoNCE batch (random subset above it)", "min": 0, "max": 1_000_000})
 
 
 # --------------------------------------------------------------------------- frozen generator

@@ -36,7 +36,7 @@ class MHpFLIDConfig:
     distill_kl: float = field(default=0.1, metadata={"help": "distillation: weight of KL(local || messenger)", "min": 0})
     kd_temperature: float = field(default=1.0, metadata={"help": "softmax temperature of the class distributions (node classification)", "positive": True})
     relation_temperature: float = field(default=0.1, metadata={"help": "temperature of the similarity distributions distilled on embedding tasks", "positive": True})
-    relation_nodes: int = field(default=256, metadata={"help": "nodes in one similarity distribution on embedding tasks (random subset above it)", "min": 2})
+    relation_nodes: int = field(default=256, metadata={"help": "nodes in one similarity distribution on embedding tasks (random subset above it)", "min": 2, "max": 1_000_000})
 
 
 class ReceiverView(nn.Module):

@@ -26,19 +26,19 @@ KEYS, VALUES = "model.pool_keys", "model.pool_values"
 
 @dataclass
 class PEPSYConfig:
-    pool_size: int = field(default=10, metadata={"help": "entries of the control pool", "min": 1})
-    top_k: int = field(default=3, metadata={"help": "pool entries averaged into a node's missing-pattern vector", "min": 1})
-    key_dim: int = field(default=16, metadata={"help": "size of the pool keys (matched against the missing-pattern query)", "min": 1})
-    control_dim: int = field(default=16, metadata={"help": "size of the pool values (the missing-pattern vector)", "min": 1})
-    id_dim: int = field(default=8, metadata={"help": "size of the learned modality-id embedding", "min": 1})
+    pool_size: int = field(default=10, metadata={"help": "entries of the control pool", "min": 1, "max": 100_000})
+    top_k: int = field(default=3, metadata={"help": "pool entries averaged into a node's missing-pattern vector", "min": 1, "max": 10_000})
+    key_dim: int = field(default=16, metadata={"help": "size of the pool keys (matched against the missing-pattern query)", "min": 1, "max": 65_536})
+    control_dim: int = field(default=16, metadata={"help": "size of the pool values (the missing-pattern vector)", "min": 1, "max": 65_536})
+    id_dim: int = field(default=8, metadata={"help": "size of the learned modality-id embedding", "min": 1, "max": 65_536})
     lam: float = field(default=0.1, metadata={"help": "weight of cross-modal + reconfiguration contrastive losses", "min": 0})
     eta: float = field(default=0.1, metadata={"help": "weight of the key-query relevance (subtracted from the loss)", "min": 0})
-    proj_dim: int = field(default=32, metadata={"help": "size of the projection heads the contrastive losses work in", "min": 1})
+    proj_dim: int = field(default=32, metadata={"help": "size of the projection heads the contrastive losses work in", "min": 1, "max": 65_536})
     cross_modal: bool = field(default=True, metadata={"help": "use the cross-modal contrastive term (ablation switch)"})
     reconfiguration: bool = field(default=True, metadata={"help": "use the reconfiguration contrastive term (ablation switch)"})
     temperature: float = field(default=0.2, metadata={"help": "temperature of both contrastive losses", "positive": True})
-    max_contrast_nodes: int = field(default=1024, metadata={"help": "training nodes in one contrastive batch (random subset above it)", "min": 0})
-    kmeans_iters: int = field(default=25, metadata={"help": "Lloyd iterations of the server's pool merge", "min": 1})
+    max_contrast_nodes: int = field(default=1024, metadata={"help": "training nodes in one contrastive batch (random subset above it)", "min": 0, "max": 1_000_000})
+    kmeans_iters: int = field(default=25, metadata={"help": "Lloyd iterations of the server's pool merge", "min": 1, "max": 10_000})
 
     def __post_init__(self) -> None:
         if self.top_k > self.pool_size:

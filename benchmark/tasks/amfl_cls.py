@@ -37,7 +37,7 @@ class AMFLClassification(Task):
 
     @dataclass
     class Config:
-        batch_size: int = field(default=128, metadata={"help": "training batch size (Table 5: 128)", "min": 1})
+        batch_size: int = field(default=128, metadata={"help": "training batch size (Table 5: 128)", "min": 1, "max": 1_000_000})
 
     def __init__(self, cfg: "AMFLClassification.Config | None" = None) -> None:
         super().__init__(cfg if cfg is not None else self.Config())

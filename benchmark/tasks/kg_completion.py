@@ -66,13 +66,13 @@ class KGCompletion(Task):
     @dataclass
     class Config:
         decoder: str = field(default="rotate", metadata={"help": "KGE decoder: rotate, transe or complex", "choices": DECODERS.names})
-        dim: int = field(default=256, metadata={"help": "KGE hidden size k (RotatE/ComplEx entities are 2k wide)", "min": 1})
+        dim: int = field(default=256, metadata={"help": "KGE hidden size k (RotatE/ComplEx entities are 2k wide)", "min": 1, "max": 65_536})
         gamma: float = field(default=12.0, metadata={"help": "margin gamma of RotatE/TransE scores", "unbounded": True})
-        num_negatives: int = field(default=256, metadata={"help": "uniform negative tails per training query", "min": 1})
+        num_negatives: int = field(default=256, metadata={"help": "uniform negative tails per training query", "min": 1, "max": 100_000})
         loss: str = field(default="softmax_ce", metadata={"help": "softmax_ce (the seed paper) or self_adversarial", "choices": LOSSES})
         temperature: float = field(default=1.0, metadata={"help": "self-adversarial sampling temperature", "positive": True})
-        batch_size: int = field(default=1024, metadata={"help": "training queries per batch", "min": 1})
-        eval_batch: int = field(default=256, metadata={"help": "queries scored per evaluation batch", "min": 1})
+        batch_size: int = field(default=1024, metadata={"help": "training queries per batch", "min": 1, "max": 1_000_000})
+        eval_batch: int = field(default=256, metadata={"help": "queries scored per evaluation batch", "min": 1, "max": 1_000_000})
 
     def __init__(self, cfg: "KGCompletion.Config | None" = None) -> None:
         super().__init__(cfg if cfg is not None else self.Config())

@@ -104,21 +104,21 @@ class LinkPrediction(Task):
         bpr_weight: float = field(default=0.5, metadata={"help": "weight of the BPR term in bce_bpr_margin", "min": 0})
         margin_weight: float = field(default=0.3, metadata={"help": "weight of the margin term in bce_bpr_margin", "min": 0})
         margin: float = field(default=0.1, metadata={"help": "margin between positive and negative probabilities", "min": 0})
-        num_negatives: int = field(default=1, metadata={"help": "training negatives per positive edge", "min": 1})
+        num_negatives: int = field(default=1, metadata={"help": "training negatives per positive edge", "min": 1, "max": 10_000})
         hard_negatives: bool = field(
             default=False, metadata={"help": "keep the highest-scoring of hard_pool candidates"})
-        hard_pool: int = field(default=5, metadata={"help": "candidates drawn per hard negative", "min": 1})
+        hard_pool: int = field(default=5, metadata={"help": "candidates drawn per hard negative", "min": 1, "max": 10_000})
         hard_pool_min: int = field(default=0, metadata={
             "help": "0: each positive draws its own hard_pool x num_negatives candidates; > 0: one pool of "
                     "max(hard_pool_min, hard_pool x num_negatives) nodes per step, shared by every positive "
-                    "(FedMPO Table 9: scale 4, min pool 256)", "min": 0})
+                    "(FedMPO Table 9: scale 4, min pool 256)", "min": 0, "max": 50_000_000})
         val_frac: float = field(
             default=0.1, metadata={"help": "fraction of each client's edges held out for validation", "min": 0, "below": 1})
         test_frac: float = field(default=0.2, metadata={"help": "fraction of each client's edges held out for test", "min": 0, "below": 1})
         supervision_frac: float = field(
             default=0.0, metadata={"help": "fraction of training edges kept out of message passing as targets "
                                            "(0 = all training edges are both messages and targets)", "min": 0, "below": 1})
-        embed_dim: int = field(default=64, metadata={"help": "size of the node embeddings that are scored", "min": 1})
+        embed_dim: int = field(default=64, metadata={"help": "size of the node embeddings that are scored", "min": 1, "max": 65_536})
         seed: int = field(default=0, metadata={"help": "seed of the per-client edge split and evaluation negatives", "min": 0, "max": 2**32 - 1})
 
         def __post_init__(self) -> None:

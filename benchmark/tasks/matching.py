@@ -48,7 +48,7 @@ class Matching(PairedModalityTask):
         gallery: str | None = field(
             default=None, metadata={"help": "second modality (default: text or acoustic, else another)"})
         temperature: float = field(default=0.1, metadata={"help": "pair logit = cosine / temperature", "positive": True})
-        embed_dim: int = field(default=64, metadata={"help": "size of the embeddings that are compared", "min": 1})
+        embed_dim: int = field(default=64, metadata={"help": "size of the embeddings that are compared", "min": 1, "max": 65_536})
         gallery_view: str = field(default="content", metadata={"help": "content (default): the gallery view is each node's own gallery row with no message passing, so a score above chance is cross-modal content; graph: both views pass messages over the same graph, so graph position alone can score (the structure_control_graph suite shows it)", "choices": GALLERY_VIEWS})
         seed: int = field(default=0, metadata={"help": "seed of the fixed evaluation mismatches", "min": 0, "max": 2**32 - 1})
 

@@ -40,7 +40,7 @@ class Retrieval(PairedModalityTask):
         gallery: str | None = field(
             default=None, metadata={"help": "gallery modality (default: text or acoustic, else another)"})
         temperature: float = field(default=0.07, metadata={"help": "InfoNCE temperature", "positive": True})
-        embed_dim: int = field(default=64, metadata={"help": "size of the embeddings that are compared", "min": 1})
+        embed_dim: int = field(default=64, metadata={"help": "size of the embeddings that are compared", "min": 1, "max": 65_536})
         gallery_view: str = field(default="content", metadata={"help": "content (default): the gallery view is each node's own gallery row with no message passing, so a score above chance is cross-modal content; graph: both views pass messages over the same graph, so graph position alone can score (the structure_control_graph suite shows it)", "choices": GALLERY_VIEWS})
 
     def loss(self, model: nn.Module, client: ClientData) -> Tensor:

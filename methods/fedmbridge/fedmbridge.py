@@ -63,17 +63,17 @@ class FedMBridgeConfig:
     """
 
     gnn_layers: int = field(default=4, metadata={"help": "GNN layers L of the role encoder (Table 3 ablation: 0)",
-                                                 "min": 0})
+                                                 "min": 0, "max": 256})
     gnn_widths: list[int] = field(default_factory=lambda: [32, 64, 64, 32], metadata={
-        "help": "node feature size per GNN layer (Table 5); the first L are used", "min": 1})
-    embed_dim: int = field(default=32, metadata={"help": "width of the embedded node features Z^(0)", "min": 1})
-    task_dim: int = field(default=16, metadata={"help": "task embedding size F (Table 5)", "min": 1})
+        "help": "node feature size per GNN layer (Table 5); the first L are used", "min": 1, "max": 65_536})
+    embed_dim: int = field(default=32, metadata={"help": "width of the embedded node features Z^(0)", "min": 1, "max": 65_536})
+    task_dim: int = field(default=16, metadata={"help": "task embedding size F (Table 5)", "min": 1, "max": 65_536})
     combine: str = field(default="concat", metadata={"help": "role-task fusion in Eq. 9 (Table 3: concat or sum)",
                                                      "choices": ("concat", "sum")})
-    hidden: int = field(default=64, metadata={"help": "hidden width of the node decoder MLP", "min": 1})
-    chunk: int = field(default=128, metadata={"help": "weights generated per decoder output", "min": 1})
-    max_chunks: int = field(default=1024, metadata={"help": "chunks one node may need", "min": 1})
-    chunk_dim: int = field(default=16, metadata={"help": "width of the chunk-index embedding", "min": 1})
+    hidden: int = field(default=64, metadata={"help": "hidden width of the node decoder MLP", "min": 1, "max": 65_536})
+    chunk: int = field(default=128, metadata={"help": "weights generated per decoder output", "min": 1, "max": 65_536})
+    max_chunks: int = field(default=1024, metadata={"help": "chunks one node may need", "min": 1, "max": 1_000_000})
+    chunk_dim: int = field(default=16, metadata={"help": "width of the chunk-index embedding", "min": 1, "max": 65_536})
     server_lr: float = field(default=0.001, metadata={"help": "TAHN learning rate eta (Table 5, for SGD: 0.005-0.07)",
                                                       "positive": True})
     server_optimizer: str = field(default="adam", metadata={
@@ -88,7 +88,7 @@ class FedMBridgeConfig:
         "help": "step size of the server-side distillation combined with FedMBridge (Table 3 rows 7-8: 0.01, "
                 "0.05); 0 turns it off", "min": 0.0})
     kd_teachers: int = field(default=10, metadata={"help": "teachers per student when kd_beta > 0 (Appendix B.1.2: s = 10)",
-                                                   "min": 1})
+                                                   "min": 1, "max": 100_000})
     kd_clip: float = field(default=5.0, metadata={
         "help": "largest global norm of the distillation gradient (as FedDistill*'s clip); 0 = unclipped", "min": 0.0})
     kd_rho: float = field(default=0.05, metadata={

@@ -41,8 +41,8 @@ class FedMGSConfig:
     query_tau: float = field(default=0.1, metadata={
         "help": "temperature of the soft anchor estimate q_i of unlabeled nodes (our choice; the paper gives none)", "positive": True})
     num_anchors: int = field(default=8, metadata={
-        "help": "semantic anchors (federated k-means clusters) for tasks without classes", "min": 2})
-    kmeans_iters: int = field(default=10, metadata={"help": "Lloyd iterations of the anchor k-means", "min": 0})
+        "help": "semantic anchors (federated k-means clusters) for tasks without classes", "min": 2, "max": 100_000})
+    kmeans_iters: int = field(default=10, metadata={"help": "Lloyd iterations of the anchor k-means", "min": 0, "max": 10_000})
     beta_init: float = field(default=1.0, metadata={
         "help": "initial value of the learnable spread scale beta_m (Eq. 7)", "positive": True})
     eps: float = field(default=1e-6, metadata={"help": "epsilon of Eqs. 2 and 3", "positive": True})

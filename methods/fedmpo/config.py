@@ -61,16 +61,16 @@ class FedMPOConfig:
     # ---- Stage 2: topology-aware generation (Table 7)
     warmup_rounds: int = field(default=10, metadata={
         "help": "rounds of linear learning-rate warmup, lr x min(1, (t + 1) / W) in round t (Table 6: 10 warmup "
-                "rounds 'for stable early optimization'; the schedule is our reading); 0 = off", "min": 0})
-    attn_heads: int = field(default=4, metadata={"help": "heads of the context-bank attention (Table 7: 4)", "min": 1})
+                "rounds 'for stable early optimization'; the schedule is our reading); 0 = off", "min": 0, "max": 1_000_000})
+    attn_heads: int = field(default=4, metadata={"help": "heads of the context-bank attention (Table 7: 4)", "min": 1, "max": 1_024})
     attn_warmup_rounds: int = field(default=30, metadata={
-        "help": "rounds T_w of the linear warmup gamma_t = min(1, t / T_w) (Table 7: 30)", "min": 0})
+        "help": "rounds T_w of the linear warmup gamma_t = min(1, t / T_w) (Table 7: 30)", "min": 0, "max": 1_000_000})
     interp_min: float = field(default=0.55, metadata={
         "help": "lower bound of gamma_t, generated vs structural-anchor mix (Table 7: 0.55)", "probability": True})
     interp_max: float = field(default=0.78, metadata={
         "help": "upper bound of gamma_t (Table 7: 0.78)", "probability": True})
     bank_neighbors: int = field(default=8, metadata={
-        "help": "neighbours sampled per node into the context bank (B in App. D.3) [guess]", "min": 0})
+        "help": "neighbours sampled per node into the context bank (B in App. D.3) [guess]", "min": 0, "max": 10_000})
 
     # ---- Stage 3: missing-aware routing and fusion (Table 7)
     conditional_routing: bool = field(default=True, metadata={
