@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import statistics
 import time
+from pathlib import Path
 
 import torch
 from tabulate import tabulate
@@ -108,20 +109,23 @@ def bench_fedavg(num_nodes: int = 20000, num_clients: int = 10, rounds: int = 5,
 
 
 def load_bench_kg(root: str | None = None) -> KGData:
-    """Full FB15K-237 from the data root if present, else the embedded subset, else a synthetic KG."""
+    """Full FB15K-237 from the data root if present, else the embedded subset, else a synthetic KG.
+
+    Only a file that is nowhere falls back, and only when no ``root`` was named: a named root
+    that does not exist or lacks the file, or a damaged copy, is a DataError (one line), not a
+    silent benchmark of other data.
+    """
     from benchmark.errors import BenchmarkError
 
-    try:
-        from data_prep.kg.fb15k237 import build_vocab, locate, read_triples_archive, to_id_tensor
+    path = _full_fb15k237(root)
+    if path is not None:
+        from data_prep.kg.fb15k237 import build_vocab, read_triples_archive, to_id_tensor
 
-        path = locate("FB15k-237.tar.gz", root)
         triples = read_triples_archive(path)
         ents, rels = build_vocab(triples)
         eid, rid = {e: i for i, e in enumerate(ents)}, {r: i for i, r in enumerate(rels)}
         sp = {s: to_id_tensor(rows, eid, rid) for s, rows in triples.items()}
         return KGData(f"FB15K-237 (full, {path})", len(ents), len(rels), sp["train"], sp["valid"], sp["test"])
-    except BenchmarkError:
-        pass
     try:
         from data_prep.kg.fb15k237_small import load_fb15k237_small
 
@@ -133,6 +137,23 @@ def load_bench_kg(root: str | None = None) -> KGData:
 
         d = make_synthetic_kg()
         return KGData("synthetic KG (no FB15K-237 found)", d.num_entities, d.num_relations, d.train, d.valid, d.test)
+
+
+def _full_fb15k237(root: str | None) -> Path | None:
+    """Path of the full archive; None when it is in no searched place and no root was named."""
+    from data_prep.kg.fb15k237 import DATASET_DIR, locate
+    from data_prep.datasets.sources import search_places
+
+    from benchmark.errors import DataError
+
+    name = "FB15k-237.tar.gz"
+    if root is not None and not Path(root).expanduser().is_dir():
+        state = "is not a directory" if Path(root).expanduser().exists() else "does not exist"
+        raise DataError(f"bench kg --data-root {root}: {state}")
+    places = search_places(root)  # $FEDMM_DATA_ROOT set but no directory: DataError naming it
+    if root is None and not any((p / DATASET_DIR / name).exists() or (p / name).exists() for p in places):
+        return None
+    return locate(name, root)  # named root without the file, or a damaged copy: DataError naming it
 
 
 def kg_harness_setup(data: KGData, sizes: KGSizes, device: torch.device):  # type: ignore[no-untyped-def]

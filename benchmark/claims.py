@@ -2,28 +2,39 @@
 
 Before a worker runs a cell it creates ``<store>.claims/<cell_id>.json`` with ``O_EXCL``
 (holding its pid, host, process start time and the time of the claim) and removes it when
-the cell ends. A claim is *stale*, and may be taken over, when its process is gone (same
-host: the pid is dead, or now belongs to a process started at another time) or when it is
-older than the expiry (``FEDMM_CLAIM_EXPIRY_S``, default 24 h; the only test possible for a
-claim made on another host). Deciding that a claim is stale and replacing it happens under
-an ``flock`` on ``<store>.claims/.lock``, so two sweeps cannot both take over one claim; the
-result store appends under the same kind of lock, so claims work wherever the store does.
+the cell ends. While the cell runs, a heartbeat thread rewrites the claim's time every
+``HEARTBEAT_S`` seconds. A claim is *stale*, and may be taken over, when its process is gone
+(same host: the pid is dead, or now belongs to a process started at another time) or when
+its last heartbeat is older than the expiry (``FEDMM_CLAIM_EXPIRY_S``, default 24 h; the only
+test possible for a claim made on another host). The expiry must be at least
+``MIN_EXPIRY_HEARTBEATS`` heartbeats long, so a live claimant is never taken over however long
+its cell runs (a shorter expiry let two sweeps run every cell twice). Deciding that a claim is
+stale and replacing it, and each heartbeat, happen under an ``flock`` on
+``<store>.claims/.lock``, so two sweeps cannot both take over one claim; the result store
+appends under the same kind of lock, so claims work wherever the store does.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark.errors import ConfigError
+
 DEFAULT_EXPIRY_S = 24 * 3600.0
+EXPIRY_ENV = "FEDMM_CLAIM_EXPIRY_S"
+HEARTBEAT_S = 5.0  # how often a held claim's time is refreshed
+MIN_EXPIRY_HEARTBEATS = 3  # the expiry spans this many heartbeats: a late one never loses a live claim
 
 
 def claims_dir(store_path: str | Path) -> Path:
@@ -31,12 +42,26 @@ def claims_dir(store_path: str | Path) -> Path:
     return Path(f"{store_path}.claims")
 
 
-def _expiry_s() -> float:
-    raw = os.environ.get("FEDMM_CLAIM_EXPIRY_S", "")
-    try:
-        return float(raw) if raw else DEFAULT_EXPIRY_S
-    except ValueError:
+def min_expiry_s() -> float:
+    """The shortest expiry that cannot take a live claim over."""
+    return MIN_EXPIRY_HEARTBEATS * HEARTBEAT_S
+
+
+def expiry_s() -> float:
+    """``$FEDMM_CLAIM_EXPIRY_S`` (seconds; ``inf`` never expires) or the default; a ConfigError
+    naming the variable when it is no number or shorter than :func:`min_expiry_s`."""
+    raw = os.environ.get(EXPIRY_ENV, "").strip()
+    if not raw:
         return DEFAULT_EXPIRY_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not value >= min_expiry_s():  # also rejects nan
+        raise ConfigError(f"{EXPIRY_ENV} must be a number of seconds >= {min_expiry_s():g} "
+                          f"({MIN_EXPIRY_HEARTBEATS} claim heartbeats, so a running cell is never taken over), "
+                          f"got '{raw}'; unset it for the default of {DEFAULT_EXPIRY_S:g}")
+    return value
 
 
 def _start_time(pid: int) -> str | None:
@@ -62,7 +87,7 @@ def is_stale(info: dict[str, Any], now: float | None = None) -> bool:
     """Whether a claim's owner is gone (see the module docstring)."""
     now = time.time() if now is None else now
     try:
-        if now - float(info["time"]) > _expiry_s():
+        if now - float(info["time"]) > expiry_s():
             return True
         if info.get("host") != socket.gethostname():
             return False
@@ -77,18 +102,54 @@ def is_stale(info: dict[str, Any], now: float | None = None) -> bool:
 
 @dataclass
 class Claim:
-    """A claim held by this process; :meth:`release` removes it if it is still ours."""
+    """A claim held by this process, kept fresh by a heartbeat thread until :meth:`release`,
+    which removes it if it is still ours."""
 
     path: Path
     token: str
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    def start_heartbeat(self) -> None:
+        """Refresh the claim's time every HEARTBEAT_S seconds while the cell runs."""
+        self._thread = threading.Thread(target=self._beat, name=f"claim-{self.path.stem}", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                if not refresh(self.path, self.token):
+                    return  # taken over or removed: nothing of ours to keep alive
+            except OSError:
+                return  # the claims folder is gone: so is the claim
 
     def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()  # a heartbeat in flight must not write the claim back after it is removed
         try:
             info = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return
         if isinstance(info, dict) and info.get("token") == self.token:
             self.path.unlink(missing_ok=True)
+
+
+def refresh(path: Path, token: str) -> bool:
+    """Set a claim's time to now if it still holds ``token``; False when it is no longer ours.
+
+    Under the claims lock, so it cannot overwrite a claim another sweep just took over; the
+    new content replaces the file in one rename, so a reader sees the old or the new claim.
+    """
+    with _locked(path.parent):
+        info = _read(path)
+        if not info or info.get("token") != token:
+            return False
+        info["time"] = time.time()
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(info))
+        os.replace(tmp, path)
+    return True
 
 
 @contextmanager
@@ -130,14 +191,18 @@ def try_claim(store_path: str | Path, cell_id: str) -> Claim | None:
     token = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}"
     info = {"pid": os.getpid(), "host": socket.gethostname(), "start": _start_time(os.getpid()),
             "time": time.time(), "token": token}
+    expiry_s()  # a bad $FEDMM_CLAIM_EXPIRY_S fails the first claim, not the first contended one
     with _locked(directory):
-        if _write_exclusive(path, info):
-            return Claim(path, token)
-        held = _read(path)
-        if held is not None and not is_stale(held):
-            return None
-        path.unlink(missing_ok=True)  # stale (or vanished): take it over
-        return Claim(path, token) if _write_exclusive(path, info) else None
+        if not _write_exclusive(path, info):
+            held = _read(path)
+            if held is not None and not is_stale(held):
+                return None
+            path.unlink(missing_ok=True)  # stale (or vanished): take it over
+            if not _write_exclusive(path, info):
+                return None
+    claim = Claim(path, token)
+    claim.start_heartbeat()
+    return claim
 
 
 def holder(store_path: str | Path, cell_id: str) -> dict[str, Any] | None:

@@ -8,11 +8,38 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmark.errors import BenchmarkError
+from benchmark.errors import BenchmarkError, closest
 
 DEMO_SUITE = "demo"
 EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard.verb", "benchmark.report.fidelity_summary",
                                         "benchmark.submit", "benchmark.regress")
+
+
+class UsageError(BenchmarkError):
+    """A command line argparse rejects: printed as one line like any other bad input."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad command line is one line and exit code 2, as every bad input is.
+
+    argparse prints the usage block and then the error; here the error becomes a
+    :class:`UsageError` that ``main`` prints as ``error: ...``. Subparsers are built from the
+    parser's own class, so every verb behaves alike; ``--help`` is unchanged.
+    """
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {_suggest(message)} (see {self.prog} --help)")
+
+
+def _suggest(message: str) -> str:
+    """argparse's 'invalid choice' message with the closest valid choice added."""
+    import re
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if not m:
+        return message
+    choices = re.findall(r"'([^']*)'", m.group(2))
+    return message + closest(m.group(1), choices)
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
@@ -21,7 +48,7 @@ def _add_set(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="run_benchmark.py",
+    p = OneLineParser(prog="run_benchmark.py",
                                 description="FedMM-Bench: federated multimodal graph learning with missing modalities. "
                                             "With no arguments, runs the demo suite.")
     sub = p.add_subparsers(dest="verb")
@@ -107,13 +134,16 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     from benchmark.backends import run_backend
     from benchmark.config import load_config
-    from benchmark.results import ResultStore
+    from benchmark.results import ResultStore, failed_on_non_finite
     from benchmark.threads import threads_per_job
 
     cfg = load_config(a.config, a.overrides)
+    if a.out:
+        ResultStore(a.out).check_writable()  # a read-only folder is one line now, not after the run
     torch.set_num_threads(threads_per_job(1))   # the count a sweep gives the same cell: same numbers
     record = run_backend(a.backend)(cfg, progress=True, resume=a.resume)
     record["params"] = {"config": a.config or "defaults", "overrides": a.overrides}
+    record = failed_on_non_finite(record)  # what the store keeps, and what is reported
     if a.out:
         ResultStore(a.out).append(record)
     summary = {k: record[k] for k in ("status", "error", "metrics", "best_round", "rounds_run", "seconds_per_round",
@@ -135,20 +165,26 @@ def cmd_prepare(a: argparse.Namespace) -> int:
 
 def cmd_sweep(a: argparse.Namespace) -> int:
     from benchmark.config import parse_override
-    from benchmark.sweep import load_suite, run_suite
+    from benchmark.results import ensure_writable
+    from benchmark.sweep import check_sweep_input, load_suite, run_suite
 
     from benchmark.report.kg_stats import is_stats_suite, run_stats_suite
 
     suite = load_suite(a.suite)
     overrides = dict(parse_override(o) for o in a.overrides)
+    only = dict(parse_override(o) for o in a.only)
     if a.address and a.backend != "ray":
         raise BenchmarkError("--address is for --backend ray")
-    if is_stats_suite(suite):  # statistics of built federations (Table II): nothing to train
-        if overrides:
-            raise BenchmarkError(f"suite '{suite.name}' computes dataset statistics; --set does not apply")
+    stats = is_stats_suite(suite)
+    if stats and (overrides or only):
+        flag = "--set" if overrides else "--only"
+        raise BenchmarkError(f"suite '{suite.name}' computes dataset statistics; {flag} does not apply")
+    if not stats:
+        check_sweep_input(suite, a.scale, overrides, only)  # bad input is one line before the disk is touched
+    ensure_writable(suite.results_path(a.results, a.scale or suite.default_scale))  # before any cell runs
+    if stats:  # statistics of built federations (Table II): nothing to train
         records, ran = run_stats_suite(suite, a.scale, a.results, a.retry_failed)
     else:
-        only = dict(parse_override(o) for o in a.only)
         records, ran = run_suite(suite, a.scale, a.jobs, a.results, a.retry_failed, overrides=overrides, only=only,
                                  isolate=a.isolate, backend=a.backend, address=a.address,
                                  keep_stale=a.keep_stale)
@@ -292,28 +328,40 @@ VERBS = {"run": cmd_run, "sweep": cmd_sweep, "prepare": cmd_prepare, "table": cm
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmark.stopping import stop_on_signals
+
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    if not argv:
-        argv = ["demo"]
-    a = parser.parse_args(argv)
-    if a.verb is None:
-        parser.print_help()
-        return 2
+    verb = "the command"
     try:
-        handler = getattr(a, "handler", None) or VERBS[a.verb]
-        code = handler(a)
+        a = build_parser().parse_args(argv or ["demo"])
+        if a.verb is None:
+            raise UsageError("run_benchmark.py: name a verb (see run_benchmark.py --help)")
+        verb, handler = a.verb, getattr(a, "handler", None) or VERBS[a.verb]
+        with stop_on_signals():  # SIGTERM/SIGINT unwind through the code that owns the workers
+            code = handler(a)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit flush
         return code
     except BenchmarkError as e:
         one_line = " ".join(str(e).splitlines())  # a value quoted in the message must not break the one-line rule
         print(f"error: {one_line}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted: finished cells are saved; run the same command again to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        return _interrupted(e, verb)
     except BrokenPipeError:
         return _closed_pipe()
+
+
+def _interrupted(exc: KeyboardInterrupt, verb: str) -> int:
+    """One line on stderr saying what the stop left behind; 128 + the signal as exit code.
+
+    A sweep, a submission or a regress run says itself what it saved (the message of its
+    :class:`benchmark.stopping.Interrupted`); for any other verb only the generic advice holds.
+    """
+    signum = int(getattr(exc, "signum", 2))
+    message = getattr(exc, "message", "") or f"{verb} stopped before its end; run the same command again"
+    name = getattr(exc, "signal_name", "SIGINT")
+    print(f"interrupted ({name}): {' '.join(str(message).split())}", file=sys.stderr)
+    return 128 + signum
 
 
 SIGPIPE_EXIT = 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)

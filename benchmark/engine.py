@@ -44,14 +44,18 @@ DEVICE_ENV = "FEDMM_DEVICE"
 
 def resolve_device(name: str) -> torch.device:
     """'auto' -> ``$FEDMM_DEVICE`` when set, else CUDA when present, else CPU."""
-    if name == "auto":
-        name = os.environ.get(DEVICE_ENV, "") or ("cuda" if torch.cuda.is_available() else "cpu")
+    source = "train.device"
+    if name == "auto" and os.environ.get(DEVICE_ENV, "").strip():
+        name, source = os.environ[DEVICE_ENV].strip(), f"${DEVICE_ENV} (train.device: auto)"
+    elif name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         dev = torch.device(name)
     except RuntimeError:
-        raise BenchmarkError(f"train.device must be auto, cpu, cuda or cuda:N, got '{name}'") from None
+        choices = "auto, cpu, cuda or cuda:N" if source == "train.device" else "cpu, cuda or cuda:N"
+        raise BenchmarkError(f"{source} must be {choices}, got '{name}'") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise BenchmarkError(f"train.device is '{name}' but CUDA is not available; use 'auto' or 'cpu'")
+        raise BenchmarkError(f"{source} is '{name}' but CUDA is not available; use 'auto' or 'cpu'")
     return dev
 
 

@@ -40,6 +40,7 @@ from typing import Any
 from tabulate import tabulate
 
 from benchmark.errors import BenchmarkError, ConfigError, DataError, first_line
+from benchmark.stopping import as_interrupted
 
 REFERENCE_DIR = Path("results") / "reference"
 DIRECTIONS = ("higher", "lower", "both")
@@ -419,46 +420,80 @@ def regress(suite_names: Sequence[str] | None = None, update: bool = False, over
     if update and overrides:
         raise ConfigError("--update with --set would store references of a modified config; drop --set")
     parsed = dict(parse_override(o) for o in overrides)
-    all_rows: list[Comparison] = []
-    drift: list[str] = []
-    for name in names:
+    planned = []
+    for name in names:  # every input problem fails before the first cell of any suite runs
         suite = load_suite(name)
         spec = spec_for(suite, plan)
+        check_overrides(suite, spec.scale, parsed)
         ref_file = reference_path(reference_dir, suite.name)
         if not update and not ref_file.is_file():
             raise BenchmarkError(f"no reference {ref_file}; create it on purpose with: "
                                  f"python run_benchmark.py regress --suite {name} --update")
-        reference = None if update else read_reference(ref_file)  # a bad file fails before any cell runs
-        start = time.perf_counter()
-        records = run_ci_suite(suite, spec, jobs, parsed, keep, progress)
-        elapsed = time.perf_counter() - start
-        summary = summarize(records, spec.metrics)
-        shown = f" with {' '.join(overrides)}" if overrides else ""
-        print(f"regress {suite.name}[{spec.scale}]{shown}: {len(summary)} cells x {len(suite.seeds)} seeds "
-              f"in {elapsed:.0f}s, k={spec.k:g}", file=sys.stderr)  # progress; stdout opens with the verdict
-        if update:
-            failed = {k: v["failed"] for k, v in summary.items() if v["failed"]}
-            if failed:
-                label, reasons = next(iter(failed.items()))
-                raise BenchmarkError(f"not writing references: cell {label} failed ({reasons[0]})")
-            ref = make_reference(suite, spec, summary)
-            ref_file.parent.mkdir(parents=True, exist_ok=True)
-            ref_file.write_text(json.dumps(ref, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-            n_metrics = sum(len(cell["metrics"]) for cell in ref["cells"].values())
-            print(f"wrote {ref_file} ({len(ref['cells'])} cells, {n_metrics} metric references)")
-            continue
-        assert reference is not None
-        if reference.get("scale") != spec.scale:
-            raise BenchmarkError(f"{ref_file} holds scale '{reference.get('scale')}' but the suite regresses at "
-                                 f"'{spec.scale}'; run regress --update")
-        all_rows += compare(reference, summary, spec)
-        drift += provenance_drift(suite.name, reference, summary)
-    if update:
-        return 0
+        reference = None if update else read_reference(ref_file)
+        if reference is not None and reference.get("scale") != spec.scale:
+            raise BenchmarkError(f"{ref_file} holds scale '{reference.get('scale')}' but the suite regresses "
+                                 f"at '{spec.scale}'; run regress --update")
+        planned.append((suite, spec, ref_file, reference))
+    all_rows: list[Comparison] = []
+    drift: list[str] = []
+    written: list[Path] = []
+    try:
+        for suite, spec, ref_file, reference in planned:
+            records = _run_timed(suite, spec, jobs, parsed, overrides, keep, progress)
+            summary = summarize(records, spec.metrics)
+            if update:
+                write_reference(suite, spec, summary, ref_file)
+                written.append(ref_file)
+                continue
+            all_rows += compare(reference, summary, spec)
+            drift += provenance_drift(suite.name, reference, summary)
+    except KeyboardInterrupt as e:
+        raise as_interrupted(e, _stop_message(update, keep, written)) from None
+    return 0 if update else report(all_rows, drift, names, explicit)
+
+
+def check_overrides(suite: Any, scale: str, overrides: Mapping[str, Any]) -> None:
+    """ConfigError (with the closest valid key, as ``run`` gives) when ``--set`` makes any cell
+    of the suite invalid; otherwise every cell would run, fail, and count as a regression."""
+    from benchmark.config import build_run_config, deep_merge, expand_dotted
+
+    if not overrides:
+        return
+    for cell in suite.cells(scale, validate=False):
+        build_run_config(deep_merge(cell.config, expand_dotted(dict(overrides))))
+
+
+def _run_timed(suite: Any, spec: RegressSpec, jobs: int, parsed: Mapping[str, Any], overrides: Sequence[str],
+               keep: str | Path | None, progress: bool) -> list[dict[str, Any]]:
+    """Run one CI suite fresh and say on stderr how long it took (stdout opens with the verdict)."""
+    start = time.perf_counter()
+    records = run_ci_suite(suite, spec, jobs, parsed, keep, progress)
+    shown = f" with {' '.join(overrides)}" if overrides else ""
+    cells = len({cell_label(r.get("params") or {}) for r in records})
+    print(f"regress {suite.name}[{spec.scale}]{shown}: {cells} cells x {len(suite.seeds)} seeds "
+          f"in {time.perf_counter() - start:.0f}s, k={spec.k:g}", file=sys.stderr)
+    return records
+
+
+def write_reference(suite: Any, spec: RegressSpec, summary: Mapping[str, Mapping[str, Any]], ref_file: Path) -> None:
+    """Write a suite's reference file; refuses when a cell failed (a reference must be whole)."""
+    failed = {k: v["failed"] for k, v in summary.items() if v["failed"]}
+    if failed:
+        label, reasons = next(iter(failed.items()))
+        raise BenchmarkError(f"not writing references: cell {label} failed ({reasons[0]})")
+    ref = make_reference(suite, spec, summary)
+    ref_file.parent.mkdir(parents=True, exist_ok=True)
+    ref_file.write_text(json.dumps(ref, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    n_metrics = sum(len(cell["metrics"]) for cell in ref["cells"].values())
+    print(f"wrote {ref_file} ({len(ref['cells'])} cells, {n_metrics} metric references)")
+
+
+def report(all_rows: list[Comparison], drift: Sequence[str], names: Sequence[str], explicit: bool) -> int:
+    """Print the verdict, provenance notes and the rows outside their band; the exit code."""
     unused: list[str] = []
     if not explicit:
         uncovered, unused = coverage(names)
-        all_rows += uncovered
+        all_rows = all_rows + uncovered
     print(verdict(all_rows))
     for note in drift:
         print(note)
@@ -473,6 +508,15 @@ def regress(suite_names: Sequence[str] | None = None, update: bool = False, over
             print("If the change is intended, accept it with: python run_benchmark.py regress --update")
         return 1
     return 0
+
+
+def _stop_message(update: bool, keep: str | Path | None, written: Sequence[Path]) -> str:
+    """What an interrupted regress leaves behind."""
+    kept = f"the records run so far are under {keep}" if keep is not None else "its records were temporary"
+    if not update:
+        return f"regress stopped: {kept}; nothing was compared"
+    refs = ", ".join(str(p) for p in written) or "none"
+    return f"regress stopped: {kept}; references rewritten before the stop: {refs}"
 
 
 def verdict(rows: Sequence[Comparison]) -> str:

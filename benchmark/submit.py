@@ -1,5 +1,9 @@
 """Method submission: load one file, check it, smoke-run it, run suites, rebuild the leaderboard.
 
+Trust: loading a submission imports the file, which runs its code in this process with the
+privileges of the user who runs ``submit``; submit only files you trust. The gates below
+check the method's contract, not its safety.
+
 ``python run_benchmark.py submit path/to/method.py [--suite NAME]...`` goes through four gates
 and stops at the first that fails, with one line saying why (exit code 2):
 
@@ -35,6 +39,8 @@ import inspect
 import re
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -43,6 +49,7 @@ from typing import Any
 from benchmark import registry as R
 from benchmark.errors import BenchmarkError
 from benchmark.options import undeclared_numeric_options
+from benchmark.stopping import as_interrupted
 from benchmark.threads import threads_per_job
 
 SMOKE_SUITE = "ci"
@@ -119,6 +126,18 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _exit_call(exc: SystemExit) -> str:
+    """How the user code exited, as it was written: ``sys.exit(3)``."""
+    return f"sys.exit({exc.code!r})" if exc.code is not None else "sys.exit()"
+
+
+def _user_error(exc: BaseException, path: Path) -> str:
+    """One line for an exception raised by the method's code (``sys.exit`` included)."""
+    if isinstance(exc, SystemExit):
+        return f"the method called {_exit_call(exc)}{_where(exc, path)}"
+    return f"{type(exc).__name__}: {_one_line(str(exc))}{_where(exc, path)}"
+
+
 def load_submission(path: str | Path) -> Submission:
     """Import the file and return the one algorithm it registers (SubmissionRejected otherwise)."""
     R.load_plugins()  # the baselines register first, so the diff below sees only the submission
@@ -143,6 +162,10 @@ def load_submission(path: str | Path) -> Submission:
         sys.modules[module_name] = module  # dataclasses look their module up while the file runs
         try:
             spec.loader.exec_module(module)
+        except SystemExit as e:  # sys.exit() in the file would end the CLI with its code and no message
+            _forget(module_name)
+            raise SubmissionRejected(f"{p.name}: exited during import ({_exit_call(e)}{_where(e, p)}); a "
+                                     f"submission must define and register its algorithm, not exit") from None
         except BenchmarkError as e:
             _forget(module_name)
             raise SubmissionRejected(f"{p.name}: import failed: {_one_line(str(e))}") from None
@@ -276,12 +299,14 @@ def smoke_test(sub: Submission) -> dict[str, Any]:
 
     cfg = smoke_config(sub)
     try:
-        record = Engine(cfg).run(resume=False)
+        with checked_hooks(sub):
+            record = Engine(cfg).run(resume=False)
+    except HookContractError:
+        raise
     except BenchmarkError as e:
         raise SubmissionRejected(f"{sub.path.name}: smoke cell failed: {_one_line(str(e))}") from None
-    except Exception as e:  # noqa: BLE001 - a hook that raises is the method's fault; say where
-        raise SubmissionRejected(f"{sub.path.name}: smoke cell failed: {type(e).__name__}: {_one_line(str(e))}"
-                                 f"{_where(e, sub.path)}") from None
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a hook that raises is the method's fault; say where
+        raise SubmissionRejected(f"{sub.path.name}: smoke cell failed: {_user_error(e, sub.path)}") from None
     if record.get("status") != "ok":
         err = record.get("error") or {}
         reason = _one_line(str(err.get("reason", "unknown error")))
@@ -290,6 +315,55 @@ def smoke_test(sub: Submission) -> dict[str, Any]:
         raise SubmissionRejected(f"{sub.path.name}: smoke cell failed at round {err.get('round')}: {reason}")
     return record
 
+
+#: hooks whose result is a dict (a payload, one payload per client, or scores); setup_receive returns None
+DICT_HOOKS = tuple(h for h in HOOKS if h != "setup_receive")
+
+
+class HookContractError(SubmissionRejected):
+    """A hook returned something the engine cannot use."""
+
+
+@contextmanager
+def checked_hooks(sub: Submission) -> Iterator[None]:
+    """During the smoke cell, every hook's result is checked to be a dict, so a hook that
+    returns None (an unfinished skeleton) is named, instead of an AttributeError deep in the
+    ledger. The class is restored afterwards."""
+    cls = sub.cls
+    saved = {h: cls.__dict__[h] for h in DICT_HOOKS if h in cls.__dict__}
+    try:
+        for hook in DICT_HOOKS:
+            setattr(cls, hook, _returns_dict(getattr(cls, hook), hook, sub))
+        yield
+    finally:
+        for hook in DICT_HOOKS:
+            if hook in saved:
+                setattr(cls, hook, saved[hook])
+            else:
+                delattr(cls, hook)
+
+
+def _returns_dict(fn: Any, hook: str, sub: Submission) -> Any:
+    @functools.wraps(fn)  # keeps the signature (evaluate's optional rnd is read from it)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        if not isinstance(out, dict):
+            got = "None" if out is None else f"a {type(out).__name__}"
+            raise HookContractError(f"{sub.path.name}: {hook} of '{sub.name}' returned {got} in the smoke cell; "
+                                    f"it must return a dict ({HOOK_RETURNS[hook]})")
+        return out
+
+    return checked
+
+
+HOOK_RETURNS = {
+    "init_server": "the first broadcast: name -> tensor, or client id -> payload",
+    "client_update": "the upload: name -> tensor",
+    "aggregate": "the broadcast: name -> tensor, or client id -> payload",
+    "evaluate": "split -> {metric: value, 'n': size}",
+    "setup_upload": "the setup upload: name -> tensor",
+    "setup_aggregate": "client id -> setup payload",
+}
 
 FLOWER_TOLERANCE = 1e-6
 
@@ -308,9 +382,9 @@ def flower_gate(sub: Submission, smoke: dict[str, Any]) -> dict[str, Any]:
         if "pip install" in str(e):
             raise
         raise SubmissionRejected(f"{sub.path.name}: fails under the Flower simulation: {_one_line(str(e))}") from None
-    except Exception as e:  # noqa: BLE001 - whatever a ClientApp raised
-        raise SubmissionRejected(f"{sub.path.name}: fails under the Flower simulation: {type(e).__name__}: "
-                                 f"{_one_line(str(e))}") from None
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever a ClientApp raised
+        raise SubmissionRejected(f"{sub.path.name}: fails under the Flower simulation: "
+                                 f"{_user_error(e, sub.path)}") from None
     if record.get("status") != smoke.get("status"):
         raise SubmissionRejected(f"{sub.path.name}: status {record.get('status')} under the Flower simulation "
                                  f"({_one_line(str((record.get('error') or {}).get('reason', '')))}), "
@@ -349,12 +423,14 @@ def run_submitted_cell(path: str, name: str, info: dict[str, str], cell: Any, re
     from benchmark.config import build_run_config
     from benchmark.engine import Engine
     from benchmark.results import ResultStore, now_iso
+    from benchmark.sweep import thread_lock_for_bars
 
     torch.set_num_threads(max(1, threads))
+    thread_lock_for_bars()
     _ensure_registered(path, name)
     try:
         record = Engine(build_run_config(cell.config)).run(resume=False)
-    except Exception as e:  # noqa: BLE001 - a failing cell is recorded, the suite goes on
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a failing cell is recorded, the suite goes on
         tb = traceback.extract_tb(e.__traceback__)
         where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
         record = {"status": "failed", "error": {"round": -1, "reason": f"{type(e).__name__}: {e}{where}"},
@@ -394,7 +470,7 @@ def run_submission_suite(sub: Submission, suite_name: str, scale: str | None, jo
     from joblib import Parallel, delayed
     from tqdm.auto import tqdm
 
-    from benchmark.sweep import load_suite
+    from benchmark.sweep import closing_parallel, load_suite
 
     suite = load_suite(suite_name)
     scale = scale or suite.default_scale
@@ -421,10 +497,12 @@ def run_submission_suite(sub: Submission, suite_name: str, scale: str | None, jo
             records.append(run_submitted_cell(*args, c, out, threads))
             bar.update(1)
     else:
-        for rec in Parallel(n_jobs=jobs, return_as="generator_unordered")(
-                delayed(run_submitted_cell)(*args, c, out, threads) for c in cells):
-            records.append(rec)
-            bar.update(1)
+        gen = Parallel(n_jobs=jobs, return_as="generator_unordered")(
+            delayed(run_submitted_cell)(*args, c, out, threads) for c in cells)
+        with closing_parallel(gen):
+            for rec in gen:
+                records.append(rec)
+                bar.update(1)
     bar.close()
     return records, suite.name, scale
 
@@ -435,8 +513,38 @@ def run_submission_suite(sub: Submission, suite_name: str, scale: str | None, jo
 def submit(path: str | Path, suites: list[str] | None = None, scale: str | None = None, jobs: int = 1,
            results_dir: str | Path = "results", out_dir: str | Path = "tables", leaderboard: bool = True,
            progress: bool = True, flower: bool = True) -> tuple[Submission, list[dict[str, Any]]]:
-    """All gates, then the suites, then the leaderboard; returns the submission and its records."""
-    sub = load_submission(path)
+    """All gates, then the suites, then the leaderboard; returns the submission and its records.
+
+    Importing the file runs its code with the user's privileges: submit only files you trust.
+    An interrupt (Ctrl-C, SIGTERM) says what it left: nothing during the checks; during the
+    suites, the cells recorded so far (a new submit runs every cell again).
+    """
+    progress_note = SubmitProgress(str(path), str(results_dir))
+    try:
+        sub = load_submission(path)
+        smoke = _gates(sub, flower)
+        _print_accepted(sub, smoke, flower)
+        progress_note.start_suites(sub, suites or [], scale)
+        records: list[dict[str, Any]] = []
+        for name in suites or []:
+            recs, suite_name, sc = run_submission_suite(sub, name, scale, jobs, results_dir, progress)
+            _print_suite(suite_name, sc, recs)
+            records += recs
+        if not suites:
+            print("no --suite given: nothing recorded (add e.g. --suite demo --scale tiny)")
+        if leaderboard and suites:
+            from benchmark.report.leaderboard import build_leaderboard
+
+            progress_note.stage = "leaderboard"
+            res = build_leaderboard(results_dir, out_dir)
+            print(f"leaderboard: {res.html}")
+    except KeyboardInterrupt as e:
+        raise as_interrupted(e, progress_note.message()) from None
+    return sub, records
+
+
+def _gates(sub: Submission, flower: bool) -> dict[str, Any]:
+    """Contract, smoke cell, Flower gate; a rejection withdraws the method. Returns the smoke record."""
     try:
         check_contract(sub)
         smoke = smoke_test(sub)
@@ -445,27 +553,60 @@ def submit(path: str | Path, suites: list[str] | None = None, scale: str | None 
     except BenchmarkError:
         withdraw(sub)
         raise
+    return smoke
+
+
+def _print_accepted(sub: Submission, smoke: dict[str, Any], flower: bool) -> None:
     m = smoke.get("metrics") or {}
     shown = ", ".join(f"{k} {v:.3f}" for k, v in m.items() if k.startswith("test/") and isinstance(v, float))
     print(f"accepted: algorithm '{sub.name}' from {sub.path.name} (sha256 {sub.sha256[:12]}); "
           f"smoke cell ok ({smoke.get('rounds_run')} rounds{', ' + shown if shown else ''})"
           f"{'; same under the Flower simulation' if flower else ''}")
-    records: list[dict[str, Any]] = []
-    for name in suites or []:
-        recs, suite_name, sc = run_submission_suite(sub, name, scale, jobs, results_dir, progress)
-        failed = [r for r in recs if r.get("status") != "ok"]
-        print(f"{suite_name}[{sc}]: {len(recs)} cells run, {len(failed)} failed")
-        for r in failed[:10]:
-            print(f"  failed {r.get('params')} seed {r.get('seed')}: {(r.get('error') or {}).get('reason')}")
-        records += recs
-    if not suites:
-        print("no --suite given: nothing recorded (add e.g. --suite demo --scale tiny)")
-    if leaderboard and suites:
-        from benchmark.report.leaderboard import build_leaderboard
 
-        res = build_leaderboard(results_dir, out_dir)
-        print(f"leaderboard: {res.html}")
-    return sub, records
+
+def _print_suite(suite_name: str, scale: str, recs: list[dict[str, Any]]) -> None:
+    failed = [r for r in recs if r.get("status") != "ok"]
+    print(f"{suite_name}[{scale}]: {len(recs)} cells run, {len(failed)} failed")
+    for r in failed[:10]:
+        print(f"  failed {r.get('params')} seed {r.get('seed')}: {(r.get('error') or {}).get('reason')}")
+
+
+@dataclass
+class SubmitProgress:
+    """Where a submission is, so an interrupt can say what is true: the checks write nothing,
+    each finished suite cell is appended at once, the leaderboard is rebuilt last."""
+
+    file: str
+    results_dir: str
+    stage: str = "checks"
+    stores: tuple[Path, ...] = ()
+    sha256: str = ""
+    before: int = 0
+
+    def start_suites(self, sub: Submission, suites: list[str], scale: str | None) -> None:
+        from benchmark.sweep import load_suite
+
+        self.stage, self.sha256 = "suites", sub.sha256
+        self.stores = tuple(s.results_path(self.results_dir, scale or s.default_scale)
+                            for s in (load_suite(n) for n in suites))
+        self.before = self._recorded()
+
+    def _recorded(self) -> int:
+        from benchmark.results import ResultStore
+
+        return sum(1 for store in self.stores if store.exists() for r in ResultStore(store).read()
+                   if (r.get("submission") or {}).get("sha256") == self.sha256)
+
+    def message(self) -> str:
+        name = Path(self.file).name
+        if self.stage == "checks":
+            return f"submit stopped during the checks of {name}: nothing was recorded"
+        saved = self._recorded() - self.before
+        if self.stage == "leaderboard":
+            return (f"submit stopped while rebuilding the leaderboard: the {saved} cells of {name} are recorded "
+                    f"in {self.results_dir}/; rebuild it with: python run_benchmark.py leaderboard")
+        return (f"submit stopped: {saved} cells of {name} recorded in {self.results_dir}/, the rest not run, the "
+                f"leaderboard not rebuilt; submitting again runs every cell again")
 
 
 def cmd_submit(a: argparse.Namespace) -> int:

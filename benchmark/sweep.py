@@ -39,11 +39,16 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import multiprocessing
 import os
+import re
 import time
 import traceback
+import warnings
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,9 +59,12 @@ from tqdm.auto import tqdm
 
 from benchmark.backends import SWEEP_BACKENDS, sweep_backend
 from benchmark.claims import try_claim
-from benchmark.config import build_run_config, deep_merge, expand_dotted, load_yaml
+from benchmark.config import (NAME_HELP, NAME_PATTERN, build_run_config, check_output_paths, deep_merge, expand_dotted,
+                              load_yaml)
 from benchmark.errors import ConfigError, closest
 from benchmark.results import GIT_STATE_ENV, ResultStore, git_state, now_iso, stale_reasons
+from benchmark.safe_yaml import clip, short_repr
+from benchmark.stopping import as_interrupted, stop_on_signals
 from benchmark.threads import threads_per_job
 
 SUITES_DIR = Path(__file__).with_name("suites")
@@ -64,6 +72,16 @@ SCALES = ("tiny", "small", "paper")
 CLAIM_POLL_S = 2.0  # how often a sweep looks again at cells another sweep holds
 SUITE_KEYS = ("name", "description", "base", "grid", "axes", "seeds", "scales", "default_scale", "table",
               "tables", "plots", "track", "paper_note", "regress", "stats", "isolate", "control", "resources")
+# The type of every suite key (a key written with no value counts as absent); their contents
+# are checked below, or where they are used (regress, resources, table and plot specs).
+SUITE_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,), "description": (str,), "track": (str,), "paper_note": (str,), "stats": (str,),
+    "default_scale": (str,), "base": (dict,), "grid": (dict, list), "axes": (dict,), "seeds": (list,),
+    "scales": (dict,), "table": (dict,), "tables": (list,), "plots": (list,), "regress": (dict,),
+    "isolate": (bool,), "control": (dict,), "resources": (dict,)}
+# A grid is a product: a few extra values multiply the cells, so a typo must not expand forever.
+MAX_CELLS = 20_000          # cells of one suite at one scale (the largest suite has ~500)
+MAX_GRID_VALUES = 1_000     # values of one grid key, sub-grids of one grid, seeds
 
 log = logging.getLogger(__name__)
 
@@ -172,34 +190,88 @@ class Suite:
 
 
 def find_suite(name_or_path: str) -> Path:
-    """A suite by name (benchmark/suites/NAME.yaml) or by path."""
+    """A suite by name (benchmark/suites/NAME.yaml, NAME an identifier) or by path."""
     p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") and p.is_file():
-        return p
-    candidate = SUITES_DIR / f"{name_or_path}.yaml"
-    if candidate.is_file():
-        return candidate
+    try:
+        if p.suffix in (".yaml", ".yml") and p.is_file():
+            return p
+        candidate = SUITES_DIR / f"{name_or_path}.yaml"
+        if re.fullmatch(NAME_PATTERN, name_or_path) and candidate.is_file():
+            return candidate
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte: no suite
+        pass
     names = sorted(x.stem for x in SUITES_DIR.glob("*.yaml"))
-    raise ConfigError(f"unknown suite '{name_or_path}'{closest(name_or_path, names)}; valid: {', '.join(names)}")
+    raise ConfigError(f"unknown suite '{clip(name_or_path)}'{closest(name_or_path, names)}; "
+                      f"valid: {', '.join(names)}")
+
+
+def _check_name(path: Path, what: str, name: Any) -> None:
+    """A name that becomes a file or folder name must be an identifier (no '..', no '/')."""
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
+        raise ConfigError(f"{path}: {what} must be {NAME_HELP}, got {short_repr(name)}")
+
+
+def _check_types(path: Path, spec: dict[Any, Any]) -> None:
+    """Every key is a suite key and holds a value of its type."""
+    words = {str: "a string", dict: "a mapping", list: "a list", bool: "true or false"}
+    for k, value in spec.items():
+        if k not in SUITE_KEYS:
+            raise ConfigError(f"{path}: unknown suite key '{clip(str(k))}'{closest(str(k), SUITE_KEYS)}; "
+                              f"valid: {', '.join(SUITE_KEYS)}")
+        kinds = SUITE_TYPES[k]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ConfigError(f"{path}: '{k}' must be {' or '.join(words[t] for t in kinds)}, "
+                              f"got {short_repr(value)}")
+
+
+def _check_overrides(path: Path, where: str, value: Any) -> None:
+    """Config overrides: every mapping inside has string keys (config keys; a cell id sorts them)."""
+    stack = [(where, value)]
+    while stack:
+        at, v = stack.pop()
+        if isinstance(v, dict):
+            for k, inner in v.items():
+                if not isinstance(k, str):
+                    raise ConfigError(f"{path}: {at}: config keys must be strings, got {short_repr(k)}")
+                stack.append((f"{at}.{clip(k, 40)}", inner))
+        elif isinstance(v, list):
+            stack.extend((at, inner) for inner in v)
+
+
+def _check_scales(path: Path, spec: dict[str, Any]) -> None:
+    """``default_scale`` is a scale; ``scales`` maps scales to config overrides."""
+    default = spec.get("default_scale", "small")
+    if default not in SCALES:
+        raise ConfigError(f"{path}: 'default_scale' must be one of {', '.join(SCALES)}, got {short_repr(default)}")
+    for sc, over in (spec.get("scales") or {}).items():
+        if sc not in SCALES:
+            raise ConfigError(f"{path}: unknown scale {short_repr(sc)} under 'scales'{closest(str(sc), SCALES)}; "
+                              f"valid: {', '.join(SCALES)}")
+        if over is not None and not isinstance(over, dict):
+            raise ConfigError(f"{path}: scales.{sc} must be a mapping of config overrides, got {short_repr(over)}")
+        _check_overrides(path, f"scales.{sc}", over)
 
 
 def _check_axes(path: Path, axes: Any) -> dict[str, dict[str, Any]]:
-    """``axes:`` maps an axis name (no dot) to labels, each a mapping of config overrides."""
+    """``axes:`` maps an axis name (an identifier) to labels, each a mapping of config overrides."""
     if not isinstance(axes, dict):
         raise ConfigError(f"{path}: 'axes' must map an axis name to {{label: config overrides}}")
     out: dict[str, dict[str, Any]] = {}
     for name, labels in axes.items():
-        if "." in str(name):
-            raise ConfigError(f"{path}: axis name '{name}' must not contain a dot (dotted keys are config keys)")
+        if isinstance(name, str) and "." in name:
+            raise ConfigError(f"{path}: axis name '{clip(name)}' must not contain a dot (dotted keys are config keys)")
+        _check_name(path, "an axis name", name)
         if not isinstance(labels, dict) or not labels:
             raise ConfigError(f"{path}: axes.{name} must map labels to config overrides")
         for label, entry in labels.items():
             if entry is not None and not isinstance(entry, dict):
-                raise ConfigError(f"{path}: axes.{name}.{label} must be a mapping of config overrides")
+                raise ConfigError(f"{path}: axes.{name}.{clip(str(label))} must be a mapping of config overrides")
             for sc in SCALES:
                 if entry and entry.get(sc) is not None and not isinstance(entry[sc], dict):
-                    raise ConfigError(f"{path}: axes.{name}.{label}.{sc} must be a mapping of config overrides")
-        out[str(name)] = {str(label): entry for label, entry in labels.items()}
+                    raise ConfigError(f"{path}: axes.{name}.{clip(str(label))}.{sc} must be a mapping of "
+                                      "config overrides")
+            _check_overrides(path, f"axes.{name}.{clip(str(label))}", entry)
+        out[name] = {str(label): entry for label, entry in labels.items()}
     return out
 
 
@@ -212,11 +284,69 @@ def _check_axis_values(path: Path, grid: dict[str, list[Any]], axes: dict[str, d
         if key in axes:
             for v in values:
                 if str(v) not in axes[key]:
-                    raise ConfigError(f"{path}: grid value '{v}' of axis '{key}' is not defined under axes.{key}"
-                                      f"{closest(str(v), list(axes[key]))}; defined: {', '.join(axes[key])}")
+                    raise ConfigError(f"{path}: grid value '{clip(str(v))}' of axis '{key}' is not defined under "
+                                      f"axes.{key}{closest(str(v), list(axes[key]))}; "
+                                      f"defined: {clip(', '.join(axes[key]), 300)}")
         elif "." not in key and key not in _TOP_KEYS:
-            raise ConfigError(f"{path}: grid key '{key}' is neither a dotted config key nor an axis"
+            raise ConfigError(f"{path}: grid key '{clip(key)}' is neither a dotted config key nor an axis"
                               f"{closest(key, list(axes))}; axes: {', '.join(axes) or '(none)'}")
+
+
+def _check_grids(path: Path, raw: Any, axes: dict[str, dict[str, Any]]) -> list[dict[str, list[Any]]]:
+    """``grid``: a mapping of config keys (or axes) to non-empty lists, or a list of such mappings."""
+    grids = raw if isinstance(raw, list) and raw else [raw]
+    if len(grids) > MAX_GRID_VALUES:
+        raise ConfigError(f"{path}: 'grid' has {len(grids)} sub-grids, more than {MAX_GRID_VALUES}")
+    for g in grids:
+        if not isinstance(g, dict) or not all(isinstance(v, list) and v for v in g.values()):
+            raise ConfigError(f"{path}: 'grid' must map dotted config keys to non-empty lists "
+                              "(or be a list of such mappings, whose products are unioned)")
+        for key, values in g.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"{path}: grid key {short_repr(key)} must be a string (a dotted config key)")
+            if len(values) > MAX_GRID_VALUES:
+                raise ConfigError(f"{path}: grid key '{clip(key)}' has {len(values)} values, "
+                                  f"more than {MAX_GRID_VALUES}")
+            _check_overrides(path, f"grid.{clip(key, 40)}", values)
+        _check_axis_values(path, g, axes)
+    return grids
+
+
+def _check_seeds(path: Path, seeds: Any) -> list[int]:
+    """A non-empty list of run seeds (each a valid ``seed``)."""
+    if not isinstance(seeds, list) or not seeds or len(seeds) > MAX_GRID_VALUES or \
+            not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= 2**32 - 1 for s in seeds):
+        raise ConfigError(f"{path}: 'seeds' must be a list of 1 to {MAX_GRID_VALUES} integers in [0, 2^32 - 1], "
+                          f"got {short_repr(seeds)}")
+    return seeds
+
+
+def _check_cell_count(path: Path, grids: list[dict[str, list[Any]]], seeds: list[int]) -> None:
+    """The grid's products times the seeds stay below MAX_CELLS (counted, not expanded)."""
+    count = sum(math.prod(len(v) for v in g.values()) for g in grids) * len(seeds)
+    if count > MAX_CELLS:
+        raise ConfigError(f"{path}: the grid expands to {count} cells, more than {MAX_CELLS}; "
+                          "split it into sub-grids or suites")
+
+
+def _check_reports(path: Path, spec: dict[str, Any]) -> None:
+    """``table``/``tables`` entries and ``plots`` entries are mappings; the names that become file
+    names (a table's ``stem``, a plot's ``name``) are identifiers."""
+    if "table" in spec and "tables" in spec:
+        raise ConfigError(f"{path}: give 'table' (one table) or 'tables' (a list), not both")
+    tables = spec.get("tables") or ([spec["table"]] if "table" in spec else [])
+    for i, t in enumerate(tables):
+        if not isinstance(t, dict):
+            raise ConfigError(f"{path}: tables[{i}] must be a mapping, got {short_repr(t)}")
+        if "stem" in t:
+            _check_name(path, f"tables[{i}].stem", t["stem"])
+    for i, plot in enumerate(spec.get("plots") or []):
+        if not isinstance(plot, dict):
+            raise ConfigError(f"{path}: plots[{i}] must be a mapping, got {short_repr(plot)}")
+        if "name" in plot:
+            _check_name(path, f"plots[{i}].name", plot["name"])
+        if not isinstance(plot.get("kind", ""), str):
+            raise ConfigError(f"{path}: plots[{i}].kind must be a string, got {short_repr(plot['kind'])}")
 
 
 def _check_control(path: Path, control: Any, grid: dict[str, list[Any]]) -> None:
@@ -226,38 +356,39 @@ def _check_control(path: Path, control: Any, grid: dict[str, list[Any]]) -> None
     where = control.get("where") if isinstance(control, dict) else None
     if not isinstance(where, dict) or not where or set(control) - {"where", "label"}:
         raise ConfigError(f"{path}: 'control' must be a mapping with 'where' (grid key -> value) and optional "
-                          f"'label', got {control!r}")
+                          f"'label', got {short_repr(control)}")
     for key, value in where.items():
         if key not in grid:
-            raise ConfigError(f"{path}: control key '{key}' is not a grid key{closest(str(key), list(grid))}")
+            raise ConfigError(f"{path}: control key '{clip(str(key))}' is not a grid key"
+                              f"{closest(str(key), list(grid))}")
         if value not in grid[key]:
-            raise ConfigError(f"{path}: control value {key}={value!r} is in no sub-grid; the sweep would never run it")
+            raise ConfigError(f"{path}: control value {key}={short_repr(value)} is in no sub-grid; "
+                              "the sweep would never run it")
 
 
 def load_suite(name_or_path: str) -> Suite:
+    """A suite, checked whole before any cell exists: every key's type, the names that become
+    paths (identifiers), scales, axes, grid, seeds, control, report specs and the cell count."""
     path = find_suite(name_or_path)
-    spec = load_yaml(path)
-    for k in spec:
-        if k not in SUITE_KEYS:
-            raise ConfigError(f"{path}: unknown suite key '{k}'{closest(k, SUITE_KEYS)}; valid: {', '.join(SUITE_KEYS)}")
+    spec = {k: v for k, v in load_yaml(path).items() if v is not None}  # `key:` with no value: absent
+    _check_types(path, spec)
+    name = spec.get("name", path.stem)
+    _check_name(path, "'name'" if "name" in spec else "the file name (no 'name:' given)", name)
+    _check_overrides(path, "base", spec.get("base"))
+    _check_scales(path, spec)
     axes = _check_axes(path, spec.get("axes") or {})
     raw = spec.get("grid") or {}
-    grids = raw if isinstance(raw, list) and raw else [raw]
-    for g in grids:
-        if not isinstance(g, dict) or not all(isinstance(v, list) and v for v in g.values()):
-            raise ConfigError(f"{path}: 'grid' must map dotted config keys to non-empty lists "
-                              "(or be a list of such mappings, whose products are unioned)")
-        _check_axis_values(path, g, axes)
+    grids = _check_grids(path, raw, axes)
+    seeds = _check_seeds(path, spec.get("seeds", [0]))
+    _check_cell_count(path, grids, seeds)
     grid: dict[str, list[Any]] = {}
     for g in grids:
         for k, values in g.items():
             grid.setdefault(k, [])
             grid[k] += [v for v in values if v not in grid[k]]
-    seeds = spec.get("seeds", [0])
-    if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
-        raise ConfigError(f"{path}: 'seeds' must be a list of integers")
     _check_control(path, spec.get("control"), grid)
-    return Suite(name=spec.get("name", path.stem), path=path, spec=spec, grid=grid, seeds=seeds,
+    _check_reports(path, spec)
+    return Suite(name=name, path=path, spec=spec, grid=grid, seeds=seeds,
                  grids=grids if isinstance(raw, list) and raw else None, axes=axes)
 
 
@@ -304,12 +435,28 @@ HELD = "held"  # status of a cell another live sweep holds (not a record; never 
 CELL_SECONDS = "_cell_seconds"  # wall time of a cell run here, data build included (never stored)
 
 
+def thread_lock_for_bars() -> None:
+    """Give tqdm a thread lock in this process instead of its default multiprocessing one.
+
+    A cell's (disabled) progress bar would otherwise create a named semaphore registered with
+    the pool's resource tracker; a worker killed by a stopped sweep cannot unregister it, and
+    the tracker then warns about 'leaked semaphore objects' after the sweep's one-line message.
+    """
+    import threading
+
+    from tqdm import tqdm as std_tqdm
+
+    if not hasattr(std_tqdm, "_lock"):
+        std_tqdm.set_lock(threading.RLock())
+
+
 def run_claimed_cell(cell: Cell, results_path: str, threads: int, seen: int) -> dict[str, Any]:
     """Claim a cell, then run it unless a record appeared since planning (``seen`` records then).
 
     Returns the new record, the record another sweep wrote meanwhile, or ``{"status": HELD}``
     while a live process holds the claim.
     """
+    thread_lock_for_bars()
     claim = try_claim(results_path, cell.cell_id)
     if claim is None:
         return {"status": HELD, "cell_id": cell.cell_id}
@@ -322,6 +469,32 @@ def run_claimed_cell(cell: Cell, results_path: str, threads: int, seen: int) -> 
         return {**record, CELL_SECONDS: time.perf_counter() - start}
     finally:
         claim.release()
+
+
+def _check_output_folders(cells: list[Cell]) -> None:
+    """Each distinct ``output`` section of the cells names usable folders (one line, before any
+    cell runs, rather than a failed record per cell)."""
+    seen: set[str] = set()
+    for c in cells:
+        key = json.dumps(c.config.get("output", {}), sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            check_output_paths(build_run_config(c.config))
+
+
+def check_sweep_input(suite: Suite, scale: str | None, overrides: dict[str, Any] | None = None,
+                      only: dict[str, Any] | None = None) -> list[Cell]:
+    """The cells a sweep runs (``--only`` applied, ``--set`` merged), or a one-line error for
+    bad input (environment values, an ``--only`` that selects nothing, an unknown ``--set``
+    key, an unusable output folder) before any cell runs or anything is written."""
+    check_environment()
+    cells = select_cells(suite.cells(scale or suite.default_scale), only or {})
+    if overrides:
+        for c in cells:
+            c.config = deep_merge(c.config, expand_dotted(overrides))
+            build_run_config(c.config)  # an unknown or bad --set key fails before any cell runs
+    _check_output_folders(cells)
+    return cells
 
 
 def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir: str | Path = "results",
@@ -344,14 +517,11 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     under another protocol or config) runs again, and its new record supersedes the old one
     in every report; ``keep_stale`` counts such records as done instead."""
     scale = scale or suite.default_scale
+    cells = check_sweep_input(suite, scale, overrides, only)
     if isolate is None:
         isolate = bool(suite.spec.get("isolate", False))
     runner = sweep_backend(backend)
     resources = cell_resources(suite)
-    cells = select_cells(suite.cells(scale), only or {})
-    if overrides:
-        for c in cells:
-            c.config = deep_merge(c.config, expand_dotted(overrides))
     store = ResultStore(suite.results_path(results_dir, scale))
     existing = store.read()
     done = done_cells(cells, existing, retry_failed, keep_stale)
@@ -371,15 +541,51 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     if pinned is None:  # workers record the code state the sweep started with (see git_state)
         sha, dirty = git_state()
         os.environ[GIT_STATE_ENV] = f"{sha}:{int(dirty)}"
+    seen = {c.cell_id: sum(r.get("cell_id") == c.cell_id for r in existing) for c in todo}
     try:
-        seen = {c.cell_id: sum(r.get("cell_id") == c.cell_id for r in existing) for c in todo}
-        _run_until_recorded(runner, todo, str(store.path), threads, jobs, isolate, bar, seen,
-                            {"address": address, "resources": resources})
+        with stop_on_signals():
+            _run_until_recorded(runner, todo, str(store.path), threads, jobs, isolate, bar, seen,
+                                {"address": address, "resources": resources})
+    except KeyboardInterrupt as e:
+        bar.close()  # the bar's line ends before the one-line message
+        raise as_interrupted(e, _stop_message(store, todo, seen, f"{suite.name}[{scale}]")) from None
     finally:
         if pinned is None:
             os.environ.pop(GIT_STATE_ENV, None)
-    bar.close()
+        bar.close()
     return latest_records(store.read(), {c.cell_id for c in cells}), len(todo)
+
+
+def _stop_message(store: ResultStore, todo: list[Cell], seen: dict[str, int], what: str) -> str:
+    """What a stopped sweep leaves: the cells it saved (every record is whole, the workers are
+    gone), the cells still missing, and that a re-run resumes."""
+    counts: dict[str, int] = {}
+    for r in store.read():
+        cid = r.get("cell_id")
+        if cid in seen:
+            counts[cid] = counts.get(cid, 0) + 1
+    saved = sum(counts.get(c.cell_id, 0) > seen[c.cell_id] for c in todo)
+    return (f"sweep {what} stopped: {saved} of {len(todo)} cells saved to {store.path}, {len(todo) - saved} not run; "
+            f"run the same command again to resume")
+
+
+GIT_STATE_FORMAT = re.compile(r"[^:\s]+:[01]")
+
+
+def check_environment() -> None:
+    """The FEDMM_* variables a sweep's cells read, checked once before any cell runs: a bad
+    value is one ConfigError line here instead of a failed record for every cell."""
+    from benchmark.claims import expiry_s
+    from benchmark.engine import DEVICE_ENV, resolve_device
+
+    pinned = os.environ.get(GIT_STATE_ENV)
+    if pinned is not None and not GIT_STATE_FORMAT.fullmatch(pinned):
+        raise ConfigError(f"{GIT_STATE_ENV} must be '<commit sha>:0' or '<commit sha>:1' (the sweep sets it for "
+                          f"its workers; unset it), got '{pinned}'")
+    if os.environ.get(DEVICE_ENV, "").strip():
+        resolve_device("auto")
+    expiry_s()
+    threads_per_job(1)
 
 
 def _run_until_recorded(runner: Any, todo: list[Cell], store_path: str, threads: int, jobs: int, isolate: bool,
@@ -443,19 +649,53 @@ def _run_cells(todo: list[Cell], store_path: str, threads: int, jobs: int, isola
 
     if isolate:
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=1)
+        try:
             futures = [pool.submit(run_claimed_cell, c, store_path, threads, seen[c.cell_id]) for c in todo]
             for fut in as_completed(futures):
                 done(fut.result())
+        except BaseException:
+            kill_pool(pool)  # shutdown() would wait for the running cells and start the queued ones
+            raise
+        pool.shutdown()
     elif jobs == 1:
         for c in todo:
             done(run_claimed_cell(c, store_path, threads, seen[c.cell_id]))
     else:
         gen = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")(
             delayed(run_claimed_cell)(c, store_path, threads, seen[c.cell_id]) for c in todo)
-        for rec in gen:
-            done(rec)
+        with closing_parallel(gen):
+            for rec in gen:
+                done(rec)
     return held
+
+
+def kill_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a process pool now: drop its queued cells and kill the workers running cells.
+
+    A killed cell leaves no record (appends are whole lines) and its claim is taken over,
+    as its process is gone, so a re-run runs it again.
+    """
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # no public handle before 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        if proc.is_alive():
+            proc.kill()
+    for proc in processes:
+        proc.join(timeout=5)
+
+
+@contextmanager
+def closing_parallel(gen: Any) -> Iterator[None]:
+    """Close a joblib generator when its consumer stops early (an interrupt, an error in the
+    loop body): joblib then kills its loky workers instead of letting them run on, orphaned.
+    Its warning about unused results says nothing the caller does not know."""
+    try:
+        yield
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gen.close()
 
 
 def done_cells(cells: list[Cell], records: list[dict[str, Any]], retry_failed: bool = False,
@@ -480,18 +720,40 @@ def done_cells(cells: list[Cell], records: list[dict[str, Any]], retry_failed: b
     return done
 
 
+_ABSENT = object()  # a grid key a sub-grid does not vary
+
+
+def _cell_value(c: Cell, k: str) -> Any:
+    return c.seed if k == "seed" else c.params.get(k, _ABSENT)
+
+
 def select_cells(cells: list[Cell], only: dict[str, Any]) -> list[Cell]:
-    """The cells matching every ``key=value`` of ``only`` (grid keys or ``seed``)."""
+    """The cells matching every ``key=value`` of ``only`` (grid keys or ``seed``); a selection
+    that matches no cell is an error (else the sweep would exit 0 having run nothing)."""
     known = {k for c in cells for k in c.params} | {"seed"}
     for k in only:
         if k not in known:
-            raise ConfigError(f"--only {k}: not a grid key of this suite{closest(k, sorted(known))}; "
+            raise ConfigError(f"--only {clip(k)}: not a grid key of this suite{closest(k, sorted(known))}; "
                               f"valid: {', '.join(sorted(known))}")
+    chosen = [c for c in cells if all(_cell_value(c, k) == v for k, v in only.items())]
+    if only and not chosen:
+        raise ConfigError(_no_match(cells, only))
+    return chosen
 
-    def value(c: Cell, k: str) -> Any:
-        return c.seed if k == "seed" else c.params.get(k, object())
 
-    return [c for c in cells if all(value(c, k) == v for k, v in only.items())]
+def _no_match(cells: list[Cell], only: dict[str, Any]) -> str:
+    """Which ``--only`` value matches no cell, with the values its key takes (or: only together)."""
+    for k, v in only.items():
+        values: list[Any] = []
+        for c in cells:
+            x = _cell_value(c, k)
+            if x is not _ABSENT and x not in values:
+                values.append(x)
+        if v not in values:
+            return (f"--only {clip(k)}={clip(str(v), 40)} matches no cell; {clip(k)} takes "
+                    f"{clip(', '.join(str(x) for x in values), 200)}")
+    both = " ".join(f"{clip(k)}={clip(str(v), 40)}" for k, v in only.items())
+    return f"--only {both}: each matches some cell, but no cell has all of them"
 
 
 def latest_records(records: list[dict[str, Any]], cell_ids: set[str] | None = None) -> list[dict[str, Any]]:

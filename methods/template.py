@@ -1,5 +1,9 @@
 """Submission template: a short, complete federated method. Copy this file to start your own.
 
+Trust: ``submit`` imports the submitted file, which runs all of its code as a normal Python
+import, with the privileges of the user who runs ``submit`` (it can read, write or delete
+anything that user can). Submit only files you trust, and read a file from someone else first.
+
 Submit it (checks, a smoke cell, the suites you name, then the leaderboard)::
 
     python run_benchmark.py submit methods/template.py --suite demo --scale tiny

@@ -25,6 +25,18 @@ from benchmark.federation import ClientData, FederatedData, FederationMeta, buil
 FLOWER_CPUS_ENV = "FEDMM_FLOWER_CPUS"
 
 
+def flower_cpus_env() -> int:
+    """``$FEDMM_FLOWER_CPUS`` as a count (0 or unset: as many as clients or cores); a ConfigError
+    naming the variable when it is not a whole number >= 0."""
+    raw = os.environ.get(FLOWER_CPUS_ENV, "").strip()
+    if not raw:
+        return 0
+    if not (raw.isascii() and raw.isdigit()):
+        raise ConfigError(f"{FLOWER_CPUS_ENV} must be a whole number of CPUs (0 for as many as clients or "
+                          f"cores), got '{raw}'")
+    return int(raw)
+
+
 @RUN_BACKENDS.register("inprocess")
 def run_inprocess(cfg: RunConfig, fed: FederatedData | None = None, progress: bool = False,
                   resume: bool = True) -> dict[str, Any]:
@@ -51,6 +63,7 @@ def run_flower(cfg: RunConfig, fed: FederatedData | None = None, progress: bool 
     submitted method there)."""
     require("flwr", "flower")
     require("ray", "flower")
+    env_cpus = flower_cpus_env()  # a bad value fails before the federation is built
     quiet_flower()
     from flwr.simulation import run_simulation
 
@@ -75,7 +88,7 @@ def run_flower(cfg: RunConfig, fed: FederatedData | None = None, progress: bool 
     out: dict[str, Any] = {}
     server = make_server_app(lambda ctx: cfg, lambda rec, ctx: out.update(rec), lambda ctx: len(clients),
                              progress=progress)
-    n_cpus = cpus or int(os.environ.get(FLOWER_CPUS_ENV, "0") or 0) or min(len(clients), os.cpu_count() or 1)
+    n_cpus = cpus or env_cpus or min(len(clients), os.cpu_count() or 1)
     backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                "init_args": {"num_cpus": n_cpus, "num_gpus": 0, "include_dashboard": False,
                              "logging_level": logging.ERROR, "log_to_driver": False}}

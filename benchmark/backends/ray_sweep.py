@@ -96,8 +96,11 @@ def run_cells_ray(todo: list[Cell], store_path: str, threads: int, jobs: int, is
     finally:
         for claim in claims.values():
             claim.release()
+        if pending and not started:  # stopped early on a cluster: its workers must not run on unseen
+            for ref in pending:
+                ray.cancel(ref, force=True)
         if started:
-            ray.shutdown()
+            ray.shutdown()  # a local instance: its workers end with it
     return held
 
 
