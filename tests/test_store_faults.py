@@ -260,6 +260,15 @@ def test_run_into_a_read_only_folder_is_one_line_before_the_run(read_only, monke
     assert len(err) == 1 and "is not writable" in err[0] and ran == []
 
 
+def test_run_out_naming_a_directory_is_one_line_before_the_run(tmp_path, monkeypatch, capsys):
+    """The probe: ``run --out DIR`` ran the whole cell and then lost its record."""
+    ran: list[Any] = []
+    monkeypatch.setattr("benchmark.backends.run_backend", lambda name: ran.append(name))
+    assert main(["run", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not writable" in err[0] and "directory" in err[0] and ran == []
+
+
 # --------------------------------------------------------------------------- the readers, end to end
 
 
