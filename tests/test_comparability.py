@@ -186,3 +186,17 @@ def test_comparable_groups_orders_and_counts() -> None:
     ]
     with pytest.raises(DataError, match="lack the column"):
         comparable_groups(frame.drop(columns=["protocol"]), ["algorithm.name"])
+
+
+def test_missing_or_unparseable_timestamps_sort_first_without_a_pandas_warning():
+    import warnings
+
+    import pandas as pd
+
+    from benchmark.report.records import _timestamps
+
+    frame = pd.DataFrame({"timestamp": ["2026-01-01T00:00:00+00:00", None, "junk"]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ts = _timestamps(frame)
+    assert ts.iloc[1] == ts.iloc[2] < ts.iloc[0]

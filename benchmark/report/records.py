@@ -270,7 +270,8 @@ class RunGroup:
 def _timestamps(frame: pd.DataFrame) -> pd.Series:
     """Parsed timestamps (missing/unparseable ones sort first)."""
     parsed = pd.to_datetime(frame["timestamp"], utc=True, errors="coerce", format="ISO8601")
-    return parsed.fillna(pd.Timestamp.min.tz_localize("UTC"))
+    # nanosecond resolution first: pandas infers [s]/[us], which cannot hold Timestamp.min
+    return parsed.astype("datetime64[ns, UTC]").fillna(pd.Timestamp.min.tz_localize("UTC"))
 
 
 def _short(text: Any) -> str:
