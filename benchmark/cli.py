@@ -12,7 +12,7 @@ from benchmark.errors import BenchmarkError, closest
 
 DEMO_SUITE = "demo"
 EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard.verb", "benchmark.report.fidelity_summary",
-                                        "benchmark.submit", "benchmark.regress")
+                                        "benchmark.report.check_verb", "benchmark.submit", "benchmark.regress")
 
 
 class UsageError(BenchmarkError):

@@ -1,0 +1,68 @@
+"""The ``check`` verb: how many of a store's cells converged (:mod:`benchmark.report.guard`).
+
+``check SUITE [--scale S]`` reads the newest record of each of the suite's cells and prints
+the cells, the failed ones, and the converged share, then up to ``--show`` unconverged cells
+with the reason. ``check`` with no suite does it for every store under ``--results``.
+It exits 0: a store that did not converge is a finding to read, not a broken command.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tabulate import tabulate
+
+from benchmark.errors import BenchmarkError
+from benchmark.report.guard import GuardCounts, count
+
+
+def _rows(results: str, suites: list[str], scale: str | None) -> list[tuple[str, str, GuardCounts]]:
+    from benchmark.report.suite_tables import suite_records
+    from benchmark.sweep import load_suite
+
+    out = []
+    for name in suites:
+        suite = load_suite(name)
+        scales = [scale] if scale else sorted(p.stem for p in Path(results, suite.name).glob("*.jsonl"))
+        for s in scales:
+            records = suite_records(suite, s, results)
+            if records:
+                out.append((suite.name, s, count(records)))
+    return out
+
+
+def _stored_suites(results: str) -> list[str]:
+    from benchmark.sweep import SUITES_DIR
+
+    known = {p.stem for p in SUITES_DIR.glob("*.yaml")}
+    return sorted(p.name for p in Path(results).iterdir() if p.is_dir() and p.name in known) if Path(results).is_dir() else []
+
+
+def cmd_check(a: argparse.Namespace) -> int:
+    suites = [a.suite] if a.suite else _stored_suites(a.results)
+    rows = _rows(a.results, suites, a.scale)
+    if not rows:
+        where = f"suite '{a.suite}'" if a.suite else "any suite"
+        raise BenchmarkError(f"no records for {where} in {a.results}/")
+    table = [[name, scale, c.cells, c.failed, c.judged, c.converged,
+              "n/a" if not c.judged else f"{c.converged_share:.0%}"] for name, scale, c in rows]
+    print(tabulate(table, headers=["suite", "scale", "cells", "failed", "judged", "converged", "share"],
+                   tablefmt="github"))
+    for name, scale, c in rows:
+        for rec, v in c.unconverged[: a.show]:
+            print(f"  {name}[{scale}] not converged: {rec.get('params')} seed {rec.get('seed')}: {v.reason}")
+        if len(c.unconverged) > a.show:
+            print(f"  {name}[{scale}]: {len(c.unconverged) - a.show} more not converged")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the `check` verb with the CLI."""
+    p = sub.add_parser("check", help="how many of a store's cells converged (best round not in the last 10%% of "
+                                     "rounds, validation no longer rising)")
+    p.add_argument("suite", nargs="?", help="a suite (default: every suite with a store under --results)")
+    p.add_argument("--scale", choices=("tiny", "small", "paper"))
+    p.add_argument("--results", default="results")
+    p.add_argument("--show", type=int, default=5, help="unconverged cells to list per store")
+    p.set_defaults(handler=cmd_check)

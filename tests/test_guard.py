@@ -1,0 +1,57 @@
+"""The convergence guard: a cell still improving at its last rounds is flagged, a settled
+one is not, and the `check` verb prints each store's counts as the guard computes them."""
+
+from __future__ import annotations
+
+from benchmark.cli import main
+from benchmark.report.guard import MAX_SLOPE, convergence, count
+
+
+def _record(vals: list[float | None], best: int | None = None, status: str = "ok") -> dict:
+    rounds = list(range(len(vals)))
+    judged = [(r, v) for r, v in zip(rounds, vals) if v is not None]
+    best = best if best is not None else max(judged, key=lambda rv: rv[1])[0]
+    return {"status": status, "best_round": best, "rounds_run": len(vals), "metrics": {"val/accuracy": 0.5},
+            "curves": {"round": rounds, "val/accuracy": vals}, "params": {}, "seed": 0}
+
+
+def test_a_curve_whose_best_round_is_the_last_is_not_converged():
+    v = convergence(_record([0.1 * r for r in range(8)]))
+    assert v is not None and not v.converged and "last 10% of 8 rounds" in v.reason
+
+
+def test_a_curve_still_rising_after_an_early_spike_is_not_converged():
+    vals = [0.1] * 15 + [0.30, 0.20, 0.22, 0.24, 0.26]  # best at 15 (a spike), then rising 0.02/round
+    v = convergence(_record(vals))
+    assert v.best_round == 15 and not v.converged and v.tail_slope > MAX_SLOPE and "still rises" in v.reason
+
+
+def test_a_plateau_is_converged_with_sparse_evaluation_too():
+    vals = [0.1, 0.3, 0.5, 0.6, 0.62] + [0.62] * 15
+    assert convergence(_record(vals, best=4)).converged
+    sparse = [v if r % 3 == 0 or r == 19 else None for r, v in enumerate(vals)]
+    assert convergence(_record(sparse, best=3)).converged
+
+
+def test_failed_cells_are_not_judged_and_counts_add_up():
+    recs = [_record([0.1 * r for r in range(8)]), _record([0.5] * 10, best=2), _record([0.1] * 4, status="failed")]
+    assert convergence(recs[2]) is None
+    c = count(recs)
+    assert (c.cells, c.failed, c.judged, c.converged) == (3, 1, 2, 1) and len(c.unconverged) == 1
+
+
+def test_check_prints_the_guards_counts_for_a_committed_store(capsys):
+    from benchmark.report.suite_tables import suite_records
+    from benchmark.sweep import load_suite
+
+    expected = count(suite_records(load_suite("demo"), "small", "results"))
+    assert main(["check", "demo", "--scale", "small", "--show", "0"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| demo"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:6] == [str(expected.cells), str(expected.failed), str(expected.judged), str(expected.converged)]
+
+
+def test_check_without_records_is_one_line(tmp_path, capsys):
+    assert main(["check", "demo", "--results", str(tmp_path)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
