@@ -181,6 +181,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         raise BenchmarkError(f"suite '{suite.name}' computes dataset statistics; {flag} does not apply")
     if not stats:
         check_sweep_input(suite, a.scale, overrides, only)  # bad input is one line before the disk is touched
+    if a.address:
+        from benchmark.backends.ray_sweep import probe
+
+        probe(a.address)  # Ray would retry a dead address forever
     ensure_writable(suite.results_path(a.results, a.scale or suite.default_scale))  # before any cell runs
     if stats:  # statistics of built federations (Table II): nothing to train
         records, ran = run_stats_suite(suite, a.scale, a.results, a.retry_failed)

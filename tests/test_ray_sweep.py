@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.cli import main
-from benchmark.errors import ConfigError
+from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.results import ResultStore
 from benchmark.sweep import Suite, cell_resources
 
@@ -124,3 +124,36 @@ def test_cell_resources_come_from_the_suite(spec, ok, tmp_path):
             cell_resources(suite)
     else:
         assert cell_resources(suite) == ok
+
+
+def test_an_address_where_nothing_listens_is_one_line_within_seconds(tmp_path, capsys):
+    """Ray retries a dead GCS address forever (and ignores SIGTERM): the sweep must not."""
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.perf_counter()
+    rc = main(["sweep", "ci", "--scale", "tiny", "--backend", "ray", "--address", f"127.0.0.1:{port}",
+               "--results", str(tmp_path)])
+    assert rc == 2 and time.perf_counter() - start < 30
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no Ray cluster answers there" in err[0]
+    assert not list(tmp_path.rglob("*.jsonl"))
+
+
+def test_without_an_address_a_new_local_instance_starts(monkeypatch):
+    """After `ray start --head`, ray.init(num_cpus=...) would join that cluster and refuse the
+    CPU count; address='local' always starts a fresh instance."""
+    import ray
+
+    from benchmark.backends import ray_sweep
+
+    seen: dict = {}
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: seen.update(kw))
+    assert ray_sweep.connect(None, 2) is True
+    assert seen["address"] == "local" and seen["num_cpus"] >= 1
+    for bad in ("nonsense", "host:", ":123"):
+        with pytest.raises(BenchmarkError, match="expected host:port"):
+            ray_sweep.probe(bad)

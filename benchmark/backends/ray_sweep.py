@@ -10,20 +10,25 @@ cell that raises, or whose worker dies, becomes a ``failed`` record and the othe
 The driver is the only writer: it claims each cell (so a concurrent sweep into the same
 store leaves it alone), submits it, and appends its record the moment it returns, so a kill
 loses only the cells in flight and a re-run does only what is missing. Without
-``--address`` a local Ray instance starts with at most ``--jobs`` CPUs (and this machine's
-count); with it, the driver joins that cluster, whose workers must have this package
-installed (``pip install -e .[scale]`` on every node).
+``--address`` a new local Ray instance starts with at most ``--jobs`` CPUs (and this
+machine's count), even when a cluster from ``ray start --head`` runs here (Ray would
+otherwise join it and refuse the CPU count); with it, the driver joins that cluster, whose
+workers must have this package installed (``pip install -e .[scale]`` on every node). An
+address where nothing listens is one line within ``PROBE_S`` seconds: Ray itself retries
+the connection forever.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import time
 import warnings
 from typing import Any
 
 from benchmark.backends import SWEEP_BACKENDS, require
 from benchmark.claims import try_claim
+from benchmark.errors import BenchmarkError
 from benchmark.results import GIT_STATE_ENV, ResultStore
 from benchmark.sweep import CELL_SECONDS, Cell, execute_cell, failed_cell, tick
 from benchmark.threads import ENV as THREADS_ENV
@@ -37,11 +42,33 @@ def _cell_task(cell: Cell, threads: int) -> dict[str, Any]:
     return record
 
 
+PROBE_S = 5.0  # how long an --address may take to accept a TCP connection
+
+
+def probe(address: str, timeout: float = PROBE_S) -> None:
+    """BenchmarkError unless something accepts a TCP connection at ``address`` (``host:port``,
+    optionally ``ray://``); ``auto`` and ``local`` name no socket and pass."""
+    if address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise BenchmarkError(f"--address {address[:100]}: expected host:port (e.g. 127.0.0.1:6379), 'auto' or 'local'")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        raise BenchmarkError(f"--address {address[:100]}: no Ray cluster answers there ({e.strerror or e}); start "
+                             f"one with 'ray start --head', or leave --address out for a local instance") from None
+
+
 def connect(address: str | None, jobs: int) -> bool:
-    """Join the cluster at ``address``, or start a local instance; True when this call started Ray."""
+    """Join the cluster at ``address``, or start a new local instance; True when this call started Ray."""
     ray = require("ray", "ray")
     if ray.is_initialized():
         return False
+    if address:
+        probe(address)
     env = {k: os.environ[k] for k in (GIT_STATE_ENV, THREADS_ENV) if k in os.environ}
     common: dict[str, Any] = {"runtime_env": {"env_vars": env}, "logging_level": "ERROR", "log_to_driver": False}
     with warnings.catch_warnings():  # Ray's notice about a future default; a zero-GPU cell still sees no GPU
@@ -49,7 +76,8 @@ def connect(address: str | None, jobs: int) -> bool:
         if address:
             ray.init(address=address, **common)
         else:
-            ray.init(num_cpus=max(1, min(jobs, os.cpu_count() or 1)), include_dashboard=False, **common)
+            ray.init(address="local", num_cpus=max(1, min(jobs, os.cpu_count() or 1)), include_dashboard=False,
+                     **common)  # "local": a new instance, never a running `ray start` cluster
     return True
 
 
