@@ -179,8 +179,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     if stats and (overrides or only):
         flag = "--set" if overrides else "--only"
         raise BenchmarkError(f"suite '{suite.name}' computes dataset statistics; {flag} does not apply")
-    if not stats:
-        check_sweep_input(suite, a.scale, overrides, only)  # bad input is one line before the disk is touched
+    cells = None if stats else check_sweep_input(suite, a.scale, overrides, only)  # one line before any write
     if a.address:
         from benchmark.backends.ray_sweep import probe
 
@@ -191,7 +190,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     else:
         records, ran = run_suite(suite, a.scale, a.jobs, a.results, a.retry_failed, overrides=overrides, only=only,
                                  isolate=a.isolate, backend=a.backend, address=a.address,
-                                 keep_stale=a.keep_stale)
+                                 keep_stale=a.keep_stale, cells=cells)
     failed = [r for r in records if r.get("status") != "ok"]
     print(f"{suite.name}: {ran} cells run now, {len(records)} recorded, {len(failed)} failed")
     for r in failed[:10]:

@@ -502,8 +502,12 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
               overrides: dict[str, Any] | None = None,
               only: dict[str, Any] | None = None,
               isolate: bool | None = None, backend: str = "joblib",
-              address: str | None = None, keep_stale: bool = False) -> tuple[list[dict[str, Any]], int]:
+              address: str | None = None, keep_stale: bool = False,
+              cells: list[Cell] | None = None) -> tuple[list[dict[str, Any]], int]:
     """Run the cells not yet in the store; returns (all records of this suite+scale, cells run now).
+
+    ``cells`` is :func:`check_sweep_input`'s answer when the caller already checked the input
+    (the ``sweep`` verb does, before it touches the disk), so it is not computed twice.
 
     ``backend`` names a sweep backend (``benchmark.backends.SWEEP_BACKENDS``): ``joblib``
     (local processes, the default) or ``ray`` (Ray tasks; ``address`` joins an existing
@@ -517,7 +521,7 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     under another protocol or config) runs again, and its new record supersedes the old one
     in every report; ``keep_stale`` counts such records as done instead."""
     scale = scale or suite.default_scale
-    cells = check_sweep_input(suite, scale, overrides, only)
+    cells = cells if cells is not None else check_sweep_input(suite, scale, overrides, only)
     if isolate is None:
         isolate = bool(suite.spec.get("isolate", False))
     runner = sweep_backend(backend)
