@@ -66,7 +66,8 @@ class Algorithm(ABC):
 
     Config: ClassVar[type | None] = None
     personalized: ClassVar[bool] = False     # evaluate each client's own model
-    centralized: ClassVar[bool] = False      # trains on the pooled graph (upper bound)
+    centralized: ClassVar[bool] = False      # trains on the pooled graph (a reference)
+    constant_scores: ClassVar[bool] = False  # scores every item alike by design (chance): never judged collapsed
     tasks: ClassVar[tuple[str, ...]] = ("node_cls",)
     upload_keys: ClassVar[tuple[str, ...] | None] = None   # regexes of declared upload names
     has_setup: ClassVar[bool] = False

@@ -54,6 +54,7 @@ class ComponentConfig:
 class DatasetConfig(ComponentConfig):
     name: str = name_opt("synthetic", "registry name (`list` shows all); its options go beside `name`")
     root: str | None = opt(None, "data root or local mirror; null = FEDMM_DATA_ROOT, then ../shared/data")
+    normalize: str = opt("standard", "feature conditioning of the graph track, fitted on each client's own training rows: standard (z-score) | l2 (unit rows) | none", choices=("standard", "l2", "none"))
 
 
 @dataclass

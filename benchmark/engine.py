@@ -31,9 +31,10 @@ from benchmark.cost import CostLog, RoundTimer
 from benchmark.determinism import DeterminismWatch, configure as configure_determinism
 from benchmark.precision import apply_matmul_precision
 from benchmark.errors import BenchmarkError
+from benchmark.guard import verdict as guard_verdict
 from benchmark.federation import FederatedData, FederationMeta, build_federation
 from benchmark.memory import PeakMemory
-from benchmark.metrics import weighted_mean
+from benchmark.metrics import client_weighted_scores
 from benchmark.results import now_iso, provenance
 from benchmark.roles import ClientSide, ServerSide
 
@@ -78,13 +79,8 @@ def _non_finite_key(payload: Payload) -> str | None:
 
 
 def aggregate_scores(per_client: dict[int, dict[str, dict[str, float]]], split: str) -> dict[str, float]:
-    """Size-weighted mean over clients of every metric of one split."""
-    cids = sorted(per_client)
-    if not cids:
-        return {}
-    names = [k for k in per_client[cids[0]][split] if k != "n"]
-    weights = [per_client[c][split]["n"] for c in cids]
-    return {m: weighted_mean([per_client[c][split][m] for c in cids], weights) for m in names}
+    """Size-weighted mean over clients of every metric of one split (no task-specific pooling)."""
+    return client_weighted_scores(per_client, split)
 
 
 def _pad_history(history: dict[str, list]) -> None:
@@ -252,7 +248,7 @@ class Engine:
             key = f"{split}/{metric}"
             curve = sim.history.setdefault(key, [])
             curve.extend([None] * (len(sim.history["round"]) - 1 - len(curve)))
-            curve.append(aggregate_scores(per_client, split)[metric])
+            curve.append(self.task.aggregate(per_client, split)[metric])
 
     def _take_upload(self, sim: SimState, rnd: int, cid: int, up: Upload, phase: str = "train") -> Payload:
         """Check, record and audit one upload as the server receives it."""
@@ -336,8 +332,8 @@ class Engine:
                 last = rnd == cfg.train.rounds - 1
                 if rnd % cfg.train.eval_every == 0 or last:
                     per_client = self._evaluate(sim, rnd)
-                    val = aggregate_scores(per_client, "val")
-                    test = aggregate_scores(per_client, "test")
+                    val = self.task.aggregate(per_client, "val")
+                    test = self.task.aggregate(per_client, "test")
                     score = val[self.task.primary_metric]
                     sim.history[primary].append(score)
                     sim.history[f"test/{self.task.primary_metric}"].append(test[self.task.primary_metric])
@@ -381,18 +377,18 @@ class Engine:
             first = best["per_client"][min(best["per_client"])]
             for split in (s for s in first if s not in ("val", "test")):
                 if all(split in pc for pc in best["per_client"].values()):
-                    for k, v in aggregate_scores(best["per_client"], split).items():
+                    for k, v in self.task.aggregate(best["per_client"], split).items():
                         metrics[f"{split}/{k}"] = v
             cids = sorted(best["per_client"])
             for k in best["per_client"][cids[0]]["test"]:
-                if k != "n":
+                if k != "n" and not k.startswith("_"):
                     per_client_out[f"test/{k}"] = [best["per_client"][c]["test"][k] for c in cids]
             sizes = [best["per_client"][c]["test"]["n"] for c in cids]
         elif status == "ok":
             status, error = "failed", {"round": -1, "reason": "no evaluation happened"}
         rounds_run = len(sim.history.get("round", []))
         secs = sim.history.get("seconds", [])
-        return {
+        record = {
             "params": {},
             "seed": self.cfg.seed,
             "status": status,
@@ -409,7 +405,8 @@ class Engine:
             "server_memory_mb": sim.cost.server_memory_mb if sim.cost else None,
             "bytes_per_round": (sim.ledger.total_bytes("up", "train") + sim.ledger.total_bytes("down", "train"))
             / max(rounds_run, 1),
-            "algorithm": {"name": self.cfg.algorithm.name, "personalized": self.algo_cls.personalized},
+            "algorithm": {"name": self.cfg.algorithm.name, "personalized": self.algo_cls.personalized,
+                          "constant_scores": bool(getattr(self.algo_cls, "constant_scores", False))},
             "config": self.cfg.to_dict(),
             "provenance": provenance(self.cfg, self.meta.artifact_hash, self.meta.artifact_recipe, self.device),
             "determinism": determinism,
@@ -419,6 +416,8 @@ class Engine:
             "wall_time_s": wall,
             "timestamp": now_iso(),
         }
+        record["guard"] = guard_verdict(record)  # collapsed / converged, benchmark/guard.py
+        return record
 
 
 def run_config(cfg: RunConfig, progress: bool = False) -> dict[str, Any]:

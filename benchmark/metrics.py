@@ -42,6 +42,56 @@ def macro_f1(pred: Tensor, target: Tensor, num_classes: int | None = None) -> fl
     return float(f1[present].mean())
 
 
+def class_counts(pred: Tensor, target: Tensor, num_classes: int) -> dict[str, float]:
+    """Per-class true positives, support and predicted counts (``_tp/c``, ``_sup/c``, ``_pred/c``,
+    classes that occur only), from which ``pooled_macro_f1`` computes the F1 over several clients."""
+    _check_labels(pred, target)
+    k = max(int(num_classes), 1)
+    tp = torch.bincount(target[pred == target], minlength=k)
+    sup, prd = torch.bincount(target, minlength=k), torch.bincount(pred, minlength=k)
+    out: dict[str, float] = {}
+    for c in torch.nonzero((sup + prd) > 0).flatten().tolist():
+        out[f"_tp/{c}"], out[f"_sup/{c}"], out[f"_pred/{c}"] = float(tp[c]), float(sup[c]), float(prd[c])
+    return out
+
+
+def pooled_macro_f1(counts: list[dict[str, float]]) -> float:
+    """Macro-F1 over the union of several clients' predictions (their ``class_counts`` summed):
+    the F1 a reader of a pooled test set expects, not a mean of per-client F1."""
+    total: dict[str, float] = {}
+    for row in counts:
+        for k, v in row.items():
+            if k.startswith(("_tp/", "_sup/", "_pred/")):
+                total[k] = total.get(k, 0.0) + v
+    classes = sorted({k.split("/", 1)[1] for k in total}, key=int)
+    if not classes:
+        return float("nan")
+    f1 = []
+    for c in classes:
+        denom = total.get(f"_sup/{c}", 0.0) + total.get(f"_pred/{c}", 0.0)
+        f1.append(2 * total.get(f"_tp/{c}", 0.0) / denom if denom > 0 else 0.0)
+    return float(sum(f1) / len(f1))
+
+
+def score_spread(scores: Tensor) -> float:
+    """Standard deviation of the scores a metric ranks (0 when every score is equal: a collapsed
+    model). NaN for fewer than two scores."""
+    if scores.numel() < 2:
+        return float("nan")
+    return float(scores.double().std(unbiased=False))
+
+
+def client_weighted_scores(per_client: dict[int, dict[str, dict[str, float]]], split: str) -> dict[str, float]:
+    """Size-weighted mean over clients of every metric of one split (``n`` and the private
+    ``_``-prefixed counts a task pools itself are left out)."""
+    cids = sorted(per_client)
+    if not cids:
+        return {}
+    names = [k for k in per_client[cids[0]][split] if k != "n" and not k.startswith("_")]
+    weights = [per_client[c][split]["n"] for c in cids]
+    return {m: weighted_mean([per_client[c][split].get(m, float("nan")) for c in cids], weights) for m in names}
+
+
 def weighted_mean(values: list[float], weights: list[float]) -> float:
     """Mean of client values weighted by their evaluation-set sizes (NaNs and 0 weights skipped)."""
     pairs = [(v, w) for v, w in zip(values, weights) if w > 0 and v == v]

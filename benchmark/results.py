@@ -97,10 +97,19 @@ def execution_only(key: str, value: Any) -> bool:
             or (key == "train.matmul_precision" and value == "highest"))
 
 
+# Config values the artifact recipe holds (``data_prep/build.py:artifact_keys``), so the
+# comparability rule already splits records by them; left out of the protocol hash, which
+# therefore stays the same for the tracks that do not read them (KG, AMFL).
+RECIPE_KEYS = ("dataset.normalize",)
+
+
 def protocol_hash(cfg: RunConfig) -> str:
     """Hash of what defines how a number is produced, apart from method, seed and artifact."""
     d = cfg.to_dict()
     keep = {k: d[k] for k in ("dataset", "split", "task", "train", "model")}
+    for key in RECIPE_KEYS:
+        section, name = key.split(".")
+        keep[section] = {k: v for k, v in keep[section].items() if k != name}
     version = _task_protocol_version(cfg.task.name)
     if version != 1:  # version 1 adds nothing, so the hashes of records made before versions existed hold
         keep["task_protocol_version"] = version
@@ -226,6 +235,7 @@ RECORD_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "per_client": (_dict_of(lambda v: v is None or isinstance(v, list)), "an object of lists"),
     "availability": (_dict_of(lambda v: v is None or _is_number(v)), "an object of numbers"),
     "submission": (_dict_of(_any), "an object"),
+    "guard": (_dict_of(_any), "an object"),
     "error": (_error_ok, "null, a string or {round, reason}"),
 }
 

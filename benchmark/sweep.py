@@ -71,14 +71,15 @@ SUITES_DIR = Path(__file__).with_name("suites")
 SCALES = ("tiny", "small", "paper")
 CLAIM_POLL_S = 2.0  # how often a sweep looks again at cells another sweep holds
 SUITE_KEYS = ("name", "description", "base", "grid", "axes", "seeds", "scales", "default_scale", "table",
-              "tables", "plots", "track", "paper_note", "regress", "stats", "isolate", "control", "resources")
+              "tables", "plots", "track", "paper_note", "regress", "stats", "isolate", "control", "resources",
+              "references")
 # The type of every suite key (a key written with no value counts as absent); their contents
 # are checked below, or where they are used (regress, resources, table and plot specs).
 SUITE_TYPES: dict[str, tuple[type, ...]] = {
     "name": (str,), "description": (str,), "track": (str,), "paper_note": (str,), "stats": (str,),
     "default_scale": (str,), "base": (dict,), "grid": (dict, list), "axes": (dict,), "seeds": (list,),
     "scales": (dict,), "table": (dict,), "tables": (list,), "plots": (list,), "regress": (dict,),
-    "isolate": (bool,), "control": (dict,), "resources": (dict,)}
+    "isolate": (bool,), "control": (dict,), "resources": (dict,), "references": (list,)}
 # A grid is a product: a few extra values multiply the cells, so a typo must not expand forever.
 MAX_CELLS = 20_000          # cells of one suite at one scale (the largest suite has ~500)
 MAX_GRID_VALUES = 1_000     # values of one grid key, sub-grids of one grid, seeds
@@ -388,8 +389,51 @@ def load_suite(name_or_path: str) -> Suite:
             grid[k] += [v for v in values if v not in grid[k]]
     _check_control(path, spec.get("control"), grid)
     _check_reports(path, spec)
+    listed = isinstance(raw, list) and raw
+    references = _check_references(path, spec.get("references"))
+    if references:
+        grids = [*grids, *reference_grids(grids, references, axes)]
+        _check_cell_count(path, grids, seeds)
+        grid.setdefault("algorithm.name", [])
+        grid["algorithm.name"] += [r for r in references if r not in grid["algorithm.name"]]
+        listed = True
     return Suite(name=name, path=path, spec=spec, grid=grid, seeds=seeds,
-                 grids=grids if isinstance(raw, list) and raw else None, axes=axes)
+                 grids=grids if listed else None, axes=axes)
+
+
+def _check_references(path: Path, refs: Any) -> list[str]:
+    """``references:``: algorithm names (identifiers) run beside the methods as reference rows."""
+    if refs is None:
+        return []
+    for r in refs:
+        if not isinstance(r, str) or not re.fullmatch(NAME_PATTERN, r):
+            raise ConfigError(f"{path}: 'references' must list algorithm names ({NAME_HELP}), got {short_repr(r)}")
+    return list(dict.fromkeys(refs))
+
+
+def _sets_algorithm(overrides: Any) -> bool:
+    """Whether an axis label's overrides (at any scale) set an ``algorithm.*`` option."""
+    if not isinstance(overrides, dict):
+        return False
+    return any(str(k).startswith("algorithm.") or (k in SCALES and _sets_algorithm(v)) for k, v in overrides.items())
+
+
+def reference_grids(grids: list[dict[str, list[Any]]], references: list[str],
+                    axes: dict[str, dict[str, Any]] | None = None) -> list[dict[str, list[Any]]]:
+    """The reference cells of a suite: every sub-grid's settings (dataset, task, missingness...)
+    with its algorithm keys replaced by the references, so each column of a table gets its
+    chance, linear and centralized rows under the same data and protocol. A reference whose
+    algorithm does not declare the cell's task is skipped like any such cell. Method options
+    go: ``algorithm.*`` keys and named axes whose labels set one (an ablation's variants)."""
+    axes = axes or {}
+    out: list[dict[str, list[Any]]] = []
+    for g in grids:
+        ref = {k: v for k, v in g.items() if not k.startswith("algorithm.")
+               and not any(_sets_algorithm(o) for o in (axes.get(k) or {}).values())}
+        ref["algorithm.name"] = list(references)
+        if ref not in out:
+            out.append(ref)
+    return out
 
 
 def _failed_record(cell: Cell, reason: str, rnd: int = -1) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from benchmark import state_codec
 from benchmark.config import ComponentConfig, RunConfig, component_config
 from benchmark.errors import ConfigError, warn_rebuild
 from benchmark.federation import ClientData, ClientIndex, FederatedData, GraphDataset, PartitionResult, register_builder
+from data_prep.normalize import NORMALIZATIONS, conditioned_features
 from data_prep.partition import owner_array, seeded_rng
 
 ARTIFACT_VERSION = 2  # 2: client-level masking rounds halves up
@@ -65,6 +66,8 @@ def _check_run(cfg: RunConfig) -> None:
     fr = (cfg.split.train, cfg.split.val, cfg.split.test)
     if any(not 0.0 <= f <= 1.0 for f in fr) or abs(sum(fr) - 1.0) > 1e-6:
         raise ConfigError(f"split fractions must be in [0, 1] and sum to 1, got {fr}")
+    if cfg.dataset.normalize not in NORMALIZATIONS:
+        raise ConfigError(f"dataset.normalize must be one of {', '.join(NORMALIZATIONS)}, got '{cfg.dataset.normalize}'")
     if cfg.missing.fill not in FILLS:
         raise ConfigError(f"missing.fill must be zeros, random or mean, got '{cfg.missing.fill}'")
 
@@ -82,6 +85,7 @@ def artifact_keys(
         "partition": {"name": cfg.partition.name, "num_clients": cfg.partition.num_clients, "params": part_params},
         "missing": {"name": cfg.missing.name, "params": mask_params},
         "split": [cfg.split.train, cfg.split.val, cfg.split.test],
+        "normalize": cfg.dataset.normalize,
     }
 
     def digest(obj: dict[str, Any]) -> str:
@@ -193,17 +197,20 @@ def split_masks(
 
 
 def masked_features(
-    dataset: GraphDataset, available: torch.Tensor, owner: np.ndarray, fill: str, seed: int
+    dataset: GraphDataset, available: torch.Tensor, owner: np.ndarray, fill: str, seed: int,
+    train_mask: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """Every modality with unavailable rows replaced by the fill value (never the true one).
 
-    ``mean`` uses each client's own available rows (zeros where a client has none; nodes of
-    no client use the global mean); ``random`` draws standard normal values from a
+    ``mean`` uses each client's own available training rows (``train_mask``; zeros where a
+    client has none; nodes of no client use the mean of every training row), so no
+    validation or test row shapes a fill; ``random`` draws standard normal values from a
     generator seeded by the run seed, the same for the clients and the pooled view.
     """
     out: dict[str, torch.Tensor] = {}
     num_clients = int(owner.max()) + 1 if owner.size else 0
     owner_t = torch.from_numpy(owner)
+    fit = train_mask if train_mask is not None else torch.ones(owner.size, dtype=torch.bool)
     for j, m in enumerate(dataset.modalities):
         x = dataset.features[m].clone()
         miss = ~available[:, j]
@@ -218,10 +225,10 @@ def masked_features(
         else:
             for cid in range(-1, num_clients):
                 rows = owner_t == cid
-                have, lack = rows & ~miss, rows & miss
+                have, lack = rows & ~miss & fit, rows & miss
                 if not bool(lack.any()):
                     continue
-                pool = have if cid >= 0 else ~miss
+                pool = have if cid >= 0 else ~miss & fit
                 mean = x[pool].mean(0) if bool(pool.any()) else torch.zeros(x.shape[1], dtype=x.dtype)
                 x[lack] = mean
         out[m] = x
@@ -403,7 +410,12 @@ def assemble(
     if cfg.missing.content == "shuffle":
         dataset = dataclasses.replace(dataset, features=shuffled_content(dataset, cfg.seed))
     dataset = feature_graph(dataset, available)
-    features = masked_features(dataset, available, owner, cfg.missing.fill, cfg.seed)
+    how = cfg.dataset.normalize
+    if how == "standard" and isinstance(dataset.meta, dict) and dataset.meta.get("standardized"):
+        how = "none"  # a generator whose rows are standardized by construction (data_prep/normalize.py)
+    dataset = dataclasses.replace(
+        dataset, features=conditioned_features(dataset.features, available, masks[0], owner, how))
+    features = masked_features(dataset, available, owner, cfg.missing.fill, cfg.seed, masks[0])
 
     edges = client_edges(dataset.edge_index, owner, clients_idx)
     clients = [

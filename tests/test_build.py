@@ -37,10 +37,12 @@ def run_config(
     fill: str = "zeros",
     dataset: str = "synthetic",
     data_params: dict | None = None,
+    normalize: str = "none",  # these tests compare rows with the loader's; tests/test_normalize.py covers the rest
 ) -> RunConfig:
     return RunConfig(
         seed=seed,
-        dataset=DatasetConfig(name=dataset, params=dict(SMALL if data_params is None else data_params)),
+        dataset=DatasetConfig(name=dataset, normalize=normalize,
+                              params=dict(SMALL if data_params is None else data_params)),
         partition=PartitionConfig(name=partition, num_clients=clients, params=part_params or {}),
         missing=MissingConfig(name=missing, fill=fill, params={"rate": 0.4} if miss_params is None else miss_params),
         split=SplitConfig(train=0.6, val=0.2, test=0.2),
@@ -107,7 +109,8 @@ def test_unavailable_entries_never_hold_the_true_value(tmp_path, truth, fill):
     if fill == "mean":
         c = fed.clients[0]
         have = c.available[:, 0]
-        expected = truth.features["text"][c.global_ids][have].mean(0)
+        fit = have & c.train_mask  # the client's training rows only: no held-out row shapes a fill
+        expected = truth.features["text"][c.global_ids][fit].mean(0)
         assert torch.allclose(c.features["text"][~have][0], expected)
 
 

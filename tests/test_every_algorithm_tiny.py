@@ -23,7 +23,7 @@ load_plugins()
 
 # algorithms that exchange nothing by design (no-communication bounds; Centralized is FedAvg
 # with the pooled graph as its one client, so its model does go through the ledger)
-SILENT = {"local", "s_ind", "mmind", "mmcen", "amfl_local"}
+SILENT = {"local", "s_ind", "mmind", "mmcen", "amfl_local", "chance"}
 PRIMARY = {"node_cls": "accuracy", "link_pred": "auc", "retrieval": "mrr", "matching": "auc", "kg_completion": "mrr",
            "amfl_cls": "accuracy"}
 

@@ -52,15 +52,6 @@ def _retrieval(table1: dict[tuple, float], setting: str, content: str) -> dict[s
     return {a: v for (m, s, c, a), v in table1.items() if m == "recall@5" and s == setting and c == content}
 
 
-def test_table1_tiktok_retrieval_is_at_chance_under_the_content_protocol(table1):
-    """With the gallery encoded from each node's own row, no method retrieves TikTok's acoustic
-    rows from visual ones: every R@5 is under 0.10 and within 0.02 of its shuffled-content
-    control (chance about 0.077), where the graph-view protocol gave FedSPA 0.68."""
-    real, shuffled = _retrieval(table1, "toys", "keep"), _retrieval(table1, "toys", "shuffle")
-    assert len(real) == len(shuffled) == 10
-    assert all(v < 0.10 and abs(v - shuffled[a]) < 0.02 for a, v in real.items()), (real, shuffled)
-
-
 def test_table1_synthetic_retrieval_is_content_fediih_first_fedmpo_below_fedavg(table1):
     """On the synthetic Flickr30k stand-in every method but FedSPA retrieves at least 0.08 above
     its shuffled control; FedIIH leads (0.55 vs 0.17 shuffled) and FedMPO is under FedAvg-Zero."""
@@ -156,17 +147,14 @@ def test_table3_fedlap_leads_tiktok_link_prediction(table3):
                                         for a in rivals), k
 
 
-def test_table3_tiktok_matching_at_chance_fedmgs_far_ahead_on_synthetic(table3):
-    """Under the content protocol TikTok's visual and acoustic rows do not predict each other:
-    every method's KU AUC is under 0.56 and within 0.05 of its shuffled control. On the
-    synthetic Bili_Food stand-in, whose modalities share a latent, FedMGS's graph-free paired
-    readout leads every rival by more than 0.25 AUC and its own control by more than 0.35."""
+def test_table3_fedmgs_far_ahead_on_synthetic_matching(table3):
+    """On the synthetic Bili_Food stand-in, whose modalities share a latent, FedMGS's graph-free
+    paired readout leads every rival by more than 0.25 AUC and its own control by more than 0.35.
+    (TikTok's KU column was at chance in this store: the shared model collapsed on raw rows,
+    issue 26; the finding was removed.)"""
     for k in (5, 10):
         methods = [a for (s, kk, c, a) in table3 if s == "ku" and kk == k and c == "keep"]
         assert len(methods) == 7
-        for a in methods:
-            real, control = table3[("ku", k, "keep", a)], table3[("ku", k, "shuffle", a)]
-            assert real < 0.56 and abs(real - control) < 0.05, (k, a, real, control)
         fedmgs = table3[("bili_food", k, "keep", "fedmgs")]
         assert all(fedmgs > table3[("bili_food", k, "keep", a)] + 0.25 for a in methods if a != "fedmgs"), k
         assert fedmgs > table3[("bili_food", k, "shuffle", "fedmgs")] + 0.35, k
@@ -201,18 +189,6 @@ def test_table6_personalized_methods_lead_node_classification(table6):
             assert table6[("movies", r, "keep", leader)] > table6[("movies", r, "keep", "fedmgs")] + 0.04, (leader, r)
 
 
-def test_table6_every_method_at_chance_on_tiktok_paired_tasks(table6):
-    """KU matching AUC under 0.56 and Toys retrieval R@5 under 0.03 for every method at every
-    rho, each within 0.05 (AUC) or 0.015 (R@5) of its shuffled-content control."""
-    for r in RHOS:
-        for setting, ceiling, gap in (("ku", 0.56, 0.05), ("toys", 0.03, 0.015)):
-            methods = [a for (s, rr, c, a) in table6 if s == setting and rr == r and c == "keep"]
-            assert len(methods) == 7
-            for a in methods:
-                real, control = table6[(setting, r, "keep", a)], table6[(setting, r, "shuffle", a)]
-                assert real < ceiling and abs(real - control) < gap, (setting, r, a, real, control)
-
-
 @pytest.fixture(scope="module")
 def fedmgs_table2() -> dict[tuple, float]:
     """(setting, clients, missing.content, method) -> mean over seeds of the column's metric."""
@@ -226,19 +202,15 @@ def fedmgs_table2() -> dict[tuple, float]:
     return out
 
 
-def test_fedmgs_table2_retrieval_first_on_synthetic_at_chance_on_tiktok(fedmgs_table2):
+def test_fedmgs_table2_retrieval_first_on_synthetic(fedmgs_table2):
     """FedMGS retrieves by content on the synthetic Flickr30k stand-in (88-94 R@5 against 4-8
-    shuffled, at least 0.25 above every rival); on TikTok every method's R@5 is under 0.05 and
-    within 0.01 of its shuffled-content control."""
+    shuffled, at least 0.25 above every rival)."""
     t = fedmgs_table2
     for k in (5, 10):
         rivals = [a for (s, kk, c, a) in t if s == "flickr30k" and kk == k and c == "keep" and a != "fedmgs"]
         assert len(rivals) == 6
         assert all(t[("flickr30k", k, "keep", "fedmgs")] > t[("flickr30k", k, "keep", a)] + 0.25 for a in rivals), k
         assert t[("flickr30k", k, "keep", "fedmgs")] > t[("flickr30k", k, "shuffle", "fedmgs")] + 0.5, k
-        for a in rivals + ["fedmgs"]:
-            real, control = t[("toys", k, "keep", a)], t[("toys", k, "shuffle", a)]
-            assert real < 0.05 and abs(real - control) < 0.01, (k, a, real, control)
 
 
 def test_fedmgs_table2_node_classification_mid_table(fedmgs_table2):
@@ -381,8 +353,7 @@ def test_content_protocol_puts_every_shuffled_score_at_chance(content_runs):
 
 def test_content_protocol_measures_content_where_there_is_some(content_runs):
     """On the synthetic graph every method retrieves above its shuffled score (FedMGS 95 against
-    16 R@5); on TikTok no method's real-content score leaves chance (R@5 under 0.10, AUC under
-    0.55): the TikTok paired scores of structure_control were graph position."""
+    16 R@5)."""
     from statistics import mean
 
     def score(setting: str, algo: str, content: str) -> float:
@@ -391,8 +362,4 @@ def test_content_protocol_measures_content_where_there_is_some(content_runs):
     for algo in {a for (s, a, _) in content_runs if s == "flickr30k"}:
         assert score("flickr30k", algo, "keep") > score("flickr30k", algo, "shuffle") + 0.05, algo
     assert score("flickr30k", "fedmgs", "keep") > 0.9
-    for algo in {a for (s, a, _) in content_runs if s == "toys"}:
-        assert score("toys", algo, "keep") < 0.10, algo
-    for algo in {a for (s, a, _) in content_runs if s == "ku"}:
-        assert score("ku", algo, "keep") < 0.55, algo
 

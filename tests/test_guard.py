@@ -4,7 +4,7 @@ one is not, and the `check` verb prints each store's counts as the guard compute
 from __future__ import annotations
 
 from benchmark.cli import main
-from benchmark.report.guard import MAX_SLOPE, convergence, count
+from benchmark.guard import MAX_SLOPE, convergence, count
 
 
 def _record(vals: list[float | None], best: int | None = None, status: str = "ok") -> dict:
@@ -55,3 +55,68 @@ def test_check_prints_the_guards_counts_for_a_committed_store(capsys):
 def test_check_without_records_is_one_line(tmp_path, capsys):
     assert main(["check", "demo", "--results", str(tmp_path)]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- collapse, flags in tables
+
+
+def test_a_collapsed_run_is_flagged_in_its_record(tmp_path):
+    """A real engine run whose scores are all equal (the chance reference on matching scores
+    every pair alike; its ``constant_scores`` mark switched off so it is judged like a method)
+    is stored with ``guard.collapsed``; a learning run is not, nor is the marked reference."""
+    from benchmark.registry import ALGORITHMS
+    from benchmark.config import build_run_config
+    from benchmark.engine import Engine
+
+    def run(algo: str) -> dict:
+        cfg = build_run_config({
+            "dataset": {"name": "synthetic", "num_nodes": 300, "text_dim": 16, "image_dim": 16},
+            "partition": {"name": "louvain", "num_clients": 2}, "missing": {"name": "none"},
+            "task": {"name": "matching"}, "algorithm": {"name": algo},
+            "model": {"hidden": 16, "backbone": "sage", "dropout": 0.0},
+            "train": {"rounds": 3, "local_epochs": 3, "lr": 0.01},
+            "output": {"cache_dir": str(tmp_path), "checkpoint_dir": str(tmp_path / "ck")}})
+        return Engine(cfg).run()
+
+    assert run("chance")["guard"]["collapsed"] is None  # a reference constant by design
+    chance = ALGORITHMS.get("chance")
+    chance.constant_scores = False
+    try:
+        flat = run("chance")
+    finally:
+        chance.constant_scores = True
+    assert flat["metrics"]["test/spread"] == 0.0
+    assert flat["guard"]["collapsed"] is True and any("collapsed" in r for r in flat["guard"]["reasons"])
+    assert count([flat]).collapsed == [flat]
+    learned = run("fedavg")
+    assert learned["guard"]["collapsed"] is False and learned["metrics"]["test/spread"] > 1e-3
+
+
+def _cell(algo: str, acc: float, seed: int, spread: float = 0.2, vals: list[float] | None = None) -> dict:
+    vals = vals or [0.1, 0.3, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
+    rec = _record(vals)
+    rec.update(params={"algorithm.name": algo}, seed=seed, cell_id=f"{algo}-{seed}",
+               metrics={"test/accuracy": acc, "val/accuracy": acc, "test/spread": spread},
+               algorithm={"name": algo, "personalized": False})
+    return rec
+
+
+def test_tables_mark_collapsed_unconverged_and_below_reference_cells():
+    from benchmark.report.tables import make_table
+
+    recs = []
+    for s in (0, 1):
+        recs += [_cell("good", 0.80, s), _cell("flat", 0.20, s, spread=0.0),  # a method that collapsed
+                 _cell("rising", 0.7, s, vals=[0.1 * r for r in range(10)]), _cell("weak", 0.30, s),
+                 _cell("chance", 0.20, s, spread=0.0), _cell("linear", 0.70, s)]
+    out = make_table(recs, {"rows": "algorithm.name", "metrics": ["accuracy"]})
+    md = out.markdown
+    line = {row.split("|")[1].strip(): row for row in md.splitlines() if row.startswith("|")}
+    assert "×" in line["flat"] and "°" not in line["flat"]
+    assert "°" in line["rising"] and "×" not in line["rising"]
+    assert "▽" in line["weak"] and "▽" in line["flat"]          # below 0.7 - 0.5 * (0.7 - 0.2) = 0.45
+    assert not any(m in line["good"] for m in "×°▽")
+    assert "Linear (reference)" in line and "Chance (reference)" in line  # labelled, listed last
+    assert list(line)[-2:] == ["Chance (reference)", "Linear (reference)"]
+    assert "**80.00" in line["good"] and "**" not in line["Linear (reference)"]  # references are not ranked
+    assert "× Collapsed" in md and "° Not converged" in md and "▽ Below reference" in md

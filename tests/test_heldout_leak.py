@@ -244,7 +244,10 @@ def test_heldout_data_never_reaches_training(algo, task, tiny, tmp_path, monkeyp
     changed = perturbed(tiny, task)
     base, evals_a = _run(algo, task, tiny, str(tmp_path), monkeypatch)
     other, evals_b = _run(algo, task, changed, str(tmp_path), monkeypatch)
-    assert _differs(evals_a, evals_b), "the perturbation changed no evaluation: it did not touch held-out data"
+    # chance scores paired tasks and link prediction from split sizes only, which the
+    # perturbation keeps; every other pair must see the change in its evaluation
+    if not (algo == "chance" and task != "node_cls"):
+        assert _differs(evals_a, evals_b), "the perturbation changed no evaluation: it did not touch held-out data"
     assert base.keys() == other.keys(), sorted(set(base) ^ set(other))[:5]
     diff = [k for k in base if base[k].shape != other[k].shape or not torch.equal(base[k], other[k])]
     assert not diff, (f"{len(diff)} of {len(base)} trained tensors depend on held-out data, first: "

@@ -20,7 +20,6 @@ from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
 from benchmark.registry import ALGORITHMS
 from benchmark.tasks.base import Task
-from benchmark.tasks.matching import Matching
 from benchmark.tasks.node_cls import NodeClassification
 from benchmark.tasks.paired import PairedModalityTask
 
@@ -68,7 +67,7 @@ def task_log_distribution(task: Task, model: nn.Module, client: ClientData, node
     if isinstance(task, NodeClassification):
         return F.log_softmax(model(client)[nodes] / kd_temperature, dim=-1)
     if isinstance(task, PairedModalityTask):
-        zq, zg, _ = task.views(model, task.training_view(client), center=isinstance(task, Matching))
+        zq, zg, _ = task.views(model, task.training_view(client))
         logits = zq[nodes] @ zg[nodes].T / relation_temperature
         return F.log_softmax(logits, dim=-1)
     z = F.normalize(model(task.training_view(client))[nodes], dim=-1)

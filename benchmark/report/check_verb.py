@@ -1,4 +1,4 @@
-"""The ``check`` verb: how many of a store's cells converged (:mod:`benchmark.report.guard`).
+"""The ``check`` verb: how many of a store's cells converged, and how many collapsed (:mod:`benchmark.guard`).
 
 ``check SUITE [--scale S]`` reads the newest record of each of the suite's cells and prints
 the cells, the failed ones, and the converged share, then up to ``--show`` unconverged cells
@@ -14,7 +14,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from benchmark.errors import BenchmarkError
-from benchmark.report.guard import GuardCounts, count
+from benchmark.guard import GuardCounts, count
 
 
 def _rows(results: str, suites: list[str], scale: str | None) -> list[tuple[str, str, GuardCounts]]:
@@ -46,10 +46,15 @@ def cmd_check(a: argparse.Namespace) -> int:
         where = f"suite '{a.suite}'" if a.suite else "any suite"
         raise BenchmarkError(f"no records for {where} in {a.results}/")
     table = [[name, scale, c.cells, c.failed, c.judged, c.converged,
-              "n/a" if not c.judged else f"{c.converged_share:.0%}"] for name, scale, c in rows]
-    print(tabulate(table, headers=["suite", "scale", "cells", "failed", "judged", "converged", "share"],
+              "n/a" if not c.judged else f"{c.converged_share:.0%}",
+              f"{len(c.collapsed)} of {c.spread_judged}" if c.spread_judged else "n/a"] for name, scale, c in rows]
+    print(tabulate(table, headers=["suite", "scale", "cells", "failed", "judged", "converged", "share", "collapsed"],
                    tablefmt="github"))
+    print("collapsed: cells whose score spread is below the guard's epsilon, of the cells whose records carry "
+          "a spread (n/a: records made before the spread was stored)")
     for name, scale, c in rows:
+        for rec in c.collapsed[: a.show]:
+            print(f"  {name}[{scale}] collapsed: {rec.get('params')} seed {rec.get('seed')}")
         for rec, v in c.unconverged[: a.show]:
             print(f"  {name}[{scale}] not converged: {rec.get('params')} seed {rec.get('seed')}: {v.reason}")
         if len(c.unconverged) > a.show:
@@ -60,7 +65,7 @@ def cmd_check(a: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the `check` verb with the CLI."""
     p = sub.add_parser("check", help="how many of a store's cells converged (best round not in the last 10%% of "
-                                     "rounds, validation no longer rising)")
+                                     "rounds, validation no longer rising) and how many collapsed")
     p.add_argument("suite", nargs="?", help="a suite (default: every suite with a store under --results)")
     p.add_argument("--scale", choices=("tiny", "small", "paper"))
     p.add_argument("--results", default="results")

@@ -38,6 +38,8 @@ from tabulate import tabulate
 from benchmark.errors import ConfigError, DataError, closest
 from benchmark.report.fidelity import (MIN_METHODS, Fidelity, FidelityCell, kendall_fidelity, number_text, plural,
                                        tau_text)
+from benchmark.guard import SPREAD_EPSILON, TAIL_SHARE
+from benchmark.report.flags import REFERENCE_ALGORITHMS, REFERENCE_MARGIN, CellFlags, below_reference, reference_of, seed_flags
 from benchmark.report.markdown import MAX_MARKDOWN_COLUMNS
 from benchmark.report.markdown import md_escape_prose as _md_escape
 from benchmark.report.records import (
@@ -444,6 +446,9 @@ class _Format:
     range_dash: str
     tau: str
     label_sep: str  # between a column group's label and a metric's
+    collapsed: str = "×"      # a seed's model collapsed (every score equal)
+    unconverged: str = "°"    # a seed stopped before converging
+    below: str = "▽"          # below the linear reference (benchmark/report/flags.py)
 
 
 _MD = _Format(
@@ -454,6 +459,7 @@ _TEX = _Format(
     esc=latex_escape, pm=r" $\pm$ ", bold=lambda s: rf"\textbf{{{s}}}",
     underline=lambda s: rf"\underline{{{s}}}", dagger=r"$^{\dagger}$", ddagger=r"$^{\ddagger}$",
     missing="---", range_dash="--", tau=r"$\tau$", label_sep=" / ",
+    collapsed=r"$^{\times}$", unconverged=r"$^{\circ}$", below=r"$^{\triangledown}$",
 )
 
 
@@ -469,6 +475,7 @@ class _Cell:
     ddagger: bool = False
     control: float = math.nan  # mean under the table's control condition (display units)
     paper: float | str | None = None  # the paper's number, or "N/A" where it reports none
+    flags: CellFlags | None = None  # the pathology guard over the cell's seeds
 
     def _ours(self, fmt: _Format, decimals: int) -> str:
         if self.kind == "na":
@@ -485,7 +492,11 @@ class _Cell:
                 text = fmt.bold(text)
             elif self.rank == 2:
                 text = fmt.underline(text)
-        return text + (fmt.dagger if self.dagger else "") + (fmt.ddagger if self.ddagger else "")
+        text += (fmt.dagger if self.dagger else "") + (fmt.ddagger if self.ddagger else "")
+        if self.flags is not None and self.kind == "value":
+            text += ((fmt.collapsed if self.flags.collapsed else "") + (fmt.unconverged if self.flags.unconverged else "")
+                     + (fmt.below if self.flags.below_reference else ""))
+        return text
 
     def render(self, fmt: _Format, decimals: int) -> str:
         """Ours, then the control's mean in brackets, then the paper's number in parentheses."""
@@ -504,6 +515,8 @@ class _Cell:
 
 
 def _sort_key(nk: Hashable, order: Mapping[Hashable, int]) -> tuple[Any, ...]:
+    if isinstance(nk, str) and nk in REFERENCE_ALGORITHMS:  # reference rows last, in their own order
+        return (2, list(REFERENCE_ALGORITHMS).index(nk), 0, 0.0, "")
     if nk in order:
         return (0, order[nk], 0, 0.0, "")
     if isinstance(nk, float):
@@ -527,6 +540,8 @@ class _Layout:
     fidelity: Fidelity | None = None
 
     def row_label(self, nk: Hashable) -> str:
+        if nk not in self.spec.row_labels and isinstance(nk, str) and nk in REFERENCE_ALGORITHMS:
+            return REFERENCE_ALGORITHMS[nk]
         return self.spec.row_labels.get(nk, _fmt_value(self.raw.get(nk, nk)))
 
     def group_label(self, group: RowKey) -> str:
@@ -654,6 +669,7 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
     failures: dict[tuple[RowKey, RowKey], tuple[int, int, str]] = {}
     cells: dict[tuple[RowKey, RowKey, str], _Cell] = {}
     undeclared = _undeclared_cells(records, frame, spec, rows, groups)
+    cell_records = _cell_records(records, selected, spec)
     for row in rows:
         na_metrics = set().union(*(spec.na.get(nk, set()) for nk in row))
         for group in groups:
@@ -673,7 +689,8 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
                     scale = 1.0 if metric in spec.raw_metrics else 100.0
                     cell = _Cell("value", mean=rec["mean"] * scale, std=rec["std"] * scale, n=rec["n"],
                                  attempted=rec["n"] + rec["n_failed"],
-                                 dagger=rec["n_failed"] > 0, ddagger=has_excl)
+                                 dagger=rec["n_failed"] > 0, ddagger=has_excl,
+                                 flags=seed_flags(cell_records.get((row, group), [])))
                     if rec["n_failed"]:
                         failures[(row, group)] = (rec["n_failed"], rec["n_failed"] + rec["n_ok"], rec["failure"])
                 cell.control = control_means.get((row, group, metric), math.nan)
@@ -683,9 +700,10 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
                     cell.paper = "N/A"
                 cells[(row, group, metric)] = cell
 
+    _mark_below_reference(cells, rows, groups, spec, cell_records)
     for group in groups:
         for metric in spec.metrics:
-            values = [c for c in (cells[(r, group, metric)] for r in rows)
+            values = [c for c in (cells[(r, group, metric)] for r in rows if reference_of(r, spec.rows) is None)
                       if c.kind == "value" and math.isfinite(c.mean)]  # an overflowed mean ranks nowhere
             if len(values) < 2 or not spec.emphasis:
                 continue
@@ -724,6 +742,37 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
     out = pd.DataFrame(out_rows, columns=[*spec.rows, *spec.columns, "metric", "mean", "std", "n",
                                           "n_failed", "n_excluded", "status", "rank", "paper", "control"])
     return layout, out
+
+
+def _cell_records(records: Sequence[Mapping[str, Any]], selected: pd.DataFrame,
+                  spec: _Spec) -> dict[tuple[RowKey, RowKey], list[Mapping[str, Any]]]:
+    """The records each (row, column group) averages (the frame's index is a record's position)."""
+    out: dict[tuple[RowKey, RowKey], list[Mapping[str, Any]]] = {}
+    for i, rec in zip(selected.index, selected.to_dict("records")):
+        row = tuple(value_key(rec[k]) for k in spec.rows)
+        group = tuple(value_key(rec[k]) for k in spec.columns)
+        out.setdefault((row, group), []).append(records[i])
+    return out
+
+
+def _mark_below_reference(cells: dict[tuple[RowKey, RowKey, str], _Cell], rows: list[RowKey], groups: list[RowKey],
+                          spec: _Spec, cell_records: dict[tuple[RowKey, RowKey], list[Mapping[str, Any]]]) -> None:
+    """Flag shared-model cells below the linear reference of their column (``flags.below_reference``)."""
+    refs = {reference_of(r, spec.rows): r for r in rows if reference_of(r, spec.rows) is not None}
+    if "linear" not in refs or "chance" not in refs:
+        return
+    for group in groups:
+        for metric in spec.metrics:
+            lin, ch = cells.get((refs["linear"], group, metric)), cells.get((refs["chance"], group, metric))
+            if lin is None or ch is None or lin.kind != "value" or ch.kind != "value":
+                continue
+            for row in rows:
+                cell = cells[(row, group, metric)]
+                recs = cell_records.get((row, group), [])
+                shared = recs and not any((r.get("algorithm") or {}).get("personalized") for r in recs)
+                if reference_of(row, spec.rows) is None and cell.kind == "value" and shared and cell.flags is not None:
+                    cell.flags.below_reference = below_reference(cell.mean, lin.mean, ch.mean,
+                                                                 metric not in spec.lower_is_better)
 
 
 def _control_means(frame: pd.DataFrame, spec: _Spec, metric_cols: list[str]) -> dict[tuple[RowKey, RowKey, str], float]:
@@ -878,7 +927,18 @@ def _footnotes(layout: _Layout, fmt: _Format) -> list[str]:
     if total:
         items = "; ".join(f"{layout.cell_label(*k)} ({nf} seeds: {reason})" for k, (nf, _, reason) in total)
         notes.append("failed: all seeds failed, " + fmt.esc(items) + ".")
-    kinds = {c.kind for c in layout.shown_cells()}
+    shown = layout.shown_cells()
+    if any(c.flags is not None and c.flags.collapsed for c in shown if c.kind == "value"):
+        notes.append(f"{fmt.collapsed} Collapsed: at least one seed's scores are all equal (spread below "
+                     f"{SPREAD_EPSILON:g}); the number measures no model.")
+    if any(c.flags is not None and c.flags.unconverged for c in shown if c.kind == "value"):
+        notes.append(f"{fmt.unconverged} Not converged: at least one seed's best round is in the last "
+                     f"{TAIL_SHARE:.0%} of its rounds or its validation score was still rising "
+                     f"(`check` lists them).")
+    if any(c.flags is not None and c.flags.below_reference for c in shown if c.kind == "value"):
+        notes.append(f"{fmt.below} Below reference: a shared-model method that gains less than "
+                     f"{1 - REFERENCE_MARGIN:.0%} of the linear reference's gain over chance in its column.")
+    kinds = {c.kind for c in shown}
     if "na" in kinds:
         notes.append("N/A: metric not applicable to this method.")
     if "missing" in kinds:

@@ -8,9 +8,13 @@ from typing import ClassVar
 from torch import Tensor, nn
 
 from benchmark.federation import ClientData
+from benchmark.metrics import client_weighted_scores
 from benchmark.state_codec import state_class
 
 SPLITS = ("train", "val", "test")
+#: the metric every built-in task reports beside its own: the standard deviation of what its
+#: metrics rank (0 = every score equal, a collapsed model; ``benchmark/guard.py``)
+SPREAD = "spread"
 
 
 @state_class  # a task's settings travel in an algorithm's context (subclasses inherit the mark)
@@ -40,6 +44,11 @@ class Task(ABC):
     @abstractmethod
     def evaluate(self, model: nn.Module, client: ClientData) -> dict[str, dict[str, float]]:
         """{split: {metric: value, 'n': split size}} for val and test (and train)."""
+
+    def aggregate(self, per_client: dict[int, dict[str, dict[str, float]]], split: str) -> dict[str, float]:
+        """One split's scores over every client: by default each metric's mean weighted by the
+        clients' split sizes; a task whose metric does not average (pooled macro-F1) overrides it."""
+        return client_weighted_scores(per_client, split)
 
     # What an algorithm may see of a client beyond the task's own loss. Algorithms that make
     # extra forward passes, exchange graph statistics or summarize nodes ask the task, so a

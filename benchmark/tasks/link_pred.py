@@ -34,9 +34,9 @@ from torch import Tensor, nn
 
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
-from benchmark.metrics import average_precision, roc_auc
+from benchmark.metrics import average_precision, roc_auc, score_spread
 from benchmark.registry import TASKS
-from benchmark.tasks.base import SPLITS, Task
+from benchmark.tasks.base import SPLITS, SPREAD, Task
 
 LOSSES = ("bce", "bce_bpr_margin")
 
@@ -95,6 +95,8 @@ class LinkPrediction(Task):
     """Link prediction on each client's own edges (dot-product scores; AUC and AP)."""
 
     primary_metric = "auc"
+    # 2: features standardized on each client's training rows (dataset.normalize)
+    protocol_version = 2
     metrics = ("auc", "ap")
     holds_out_edges = True
 
@@ -225,5 +227,6 @@ class LinkPrediction(Task):
             scores = torch.cat([self.score(z, pos), self.score(z, neg)]).cpu()
             labels = torch.cat([torch.ones(pos.shape[1], dtype=torch.long),
                                 torch.zeros(neg.shape[1], dtype=torch.long)])
-            out[s] = {"auc": roc_auc(scores, labels), "ap": average_precision(scores, labels), "n": float(pos.shape[1])}
+            out[s] = {"auc": roc_auc(scores, labels), "ap": average_precision(scores, labels),
+                      SPREAD: score_spread(scores), "n": float(pos.shape[1])}
         return out

@@ -8,7 +8,8 @@ sigmoid pair loss of SigLIP; every mismatch is used instead of one sampled per n
 the task's training view (no validation or test node's pair is seen, see ``paired.py``).
 Evaluation per split: own pairs against one fixed mismatched pair per node (a seeded
 derangement within the split, so a negative never pairs a node with itself); AUC and AP,
-``n`` = number of own pairs.
+``n`` = number of own pairs; ``spread`` the standard deviation of the scored pairs' cosines
+(0: collapsed).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from benchmark.federation import ClientData
-from benchmark.metrics import average_precision, roc_auc
+from benchmark.metrics import average_precision, roc_auc, score_spread
 from benchmark.registry import TASKS
-from benchmark.tasks.base import SPLITS
+from benchmark.tasks.base import SPLITS, SPREAD
 from benchmark.tasks.link_pred import task_rng
 from benchmark.tasks.paired import GALLERY_VIEWS, PairedModalityTask
 
@@ -60,7 +61,7 @@ class Matching(PairedModalityTask):
 
     def loss(self, model: nn.Module, client: ClientData) -> Tensor:
         client = self.training_view(client)  # no validation/test pair reaches training
-        zq, zg, both = self.views(model, client, center=True)
+        zq, zg, both = self.views(model, client)
         idx = torch.nonzero(client.train_mask & both).flatten()
         if idx.numel() < 2:
             return self.zero_loss(zq)
@@ -73,18 +74,19 @@ class Matching(PairedModalityTask):
     def evaluate(self, model: nn.Module, client: ClientData) -> dict[str, dict[str, float]]:
         was_training = model.training
         model.eval()
-        zq, zg, both = self.views(model, client, center=True)
+        zq, zg, both = self.views(model, client)
         model.train(was_training)
         out: dict[str, dict[str, float]] = {}
         for s in SPLITS:
             idx = torch.nonzero(getattr(client, f"{s}_mask") & both).flatten()
             if idx.numel() < 2:
-                out[s] = {"auc": float("nan"), "ap": float("nan"), "n": 0.0}
+                out[s] = {"auc": float("nan"), "ap": float("nan"), SPREAD: float("nan"), "n": 0.0}
                 continue
             order = torch.from_numpy(task_rng(self.cfg.seed, client.cid, f"match/{s}").permutation(idx.numel()))
             own, other = self._pair_logits(zq, zg, idx, derangement(order.to(idx.device)))
             scores = torch.cat([own, other]).cpu()
             labels = torch.cat([torch.ones(own.numel(), dtype=torch.long),
                                 torch.zeros(other.numel(), dtype=torch.long)])
-            out[s] = {"auc": roc_auc(scores, labels), "ap": average_precision(scores, labels), "n": float(idx.numel())}
+            out[s] = {"auc": roc_auc(scores, labels), "ap": average_precision(scores, labels),
+                      SPREAD: score_spread(scores * self.cfg.temperature), "n": float(idx.numel())}
         return out

@@ -5,7 +5,8 @@ views of the client's training nodes that hold both modalities (see ``paired.py`
 views), on the task's training view: no validation or test node's query or gallery row
 reaches training, not even through message passing. Evaluation per split: the split's
 nodes with both modalities; every node's query ranks the gallery of that split (on its own
-client); Recall@1/5/10 and MRR, ties counted against the true item. A random scorer has
+client); Recall@1/5/10 and MRR, ties counted against the true item; ``spread`` is the
+standard deviation of the split's query-gallery cosines (0: every score tied, collapsed). A random scorer has
 MRR ``H_G / G`` for a gallery of ``G`` items.
 """
 
@@ -18,9 +19,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from benchmark.federation import ClientData
-from benchmark.metrics import mean_reciprocal_rank, ranks_of_diagonal, recall_at_k
+from benchmark.metrics import mean_reciprocal_rank, ranks_of_diagonal, recall_at_k, score_spread
 from benchmark.registry import TASKS
-from benchmark.tasks.base import SPLITS
+from benchmark.tasks.base import SPLITS, SPREAD
 from benchmark.tasks.paired import GALLERY_VIEWS, PairedModalityTask
 
 RECALL_KS = (1, 5, 10)
@@ -63,10 +64,12 @@ class Retrieval(PairedModalityTask):
         for s in SPLITS:
             idx = torch.nonzero(getattr(client, f"{s}_mask") & both).flatten()
             if idx.numel() < 2:  # a gallery of one is no retrieval: rank 1 would be free
-                out[s] = {"mrr": float("nan"), **{f"recall@{k}": float("nan") for k in RECALL_KS}, "n": 0.0}
+                out[s] = {"mrr": float("nan"), **{f"recall@{k}": float("nan") for k in RECALL_KS},
+                          SPREAD: float("nan"), "n": 0.0}
                 continue
-            ranks = ranks_of_diagonal(zq[idx] @ zg[idx].T).cpu()
-            row = {"mrr": mean_reciprocal_rank(ranks)}
+            sims = zq[idx] @ zg[idx].T
+            ranks = ranks_of_diagonal(sims).cpu()
+            row = {"mrr": mean_reciprocal_rank(ranks), SPREAD: score_spread(sims)}
             row.update({f"recall@{k}": recall_at_k(ranks, k) for k in RECALL_KS})
             out[s] = {**row, "n": float(idx.numel())}
         return out

@@ -123,7 +123,10 @@ class SyntheticGraph:
             edge_index=edge_index,
             y=torch.from_numpy(y),
             num_classes=c.num_classes,
-            meta={"generator": "dc-sbm", "config": asdict(c), "community": torch.from_numpy(comm)},
+            # rows are centred and unit-scale by construction: dataset.normalize: standard leaves
+            # them so (per-client z-scoring under label skew would remove label signal)
+            meta={"generator": "dc-sbm", "config": asdict(c), "community": torch.from_numpy(comm),
+                  "standardized": True},
         )
 
 

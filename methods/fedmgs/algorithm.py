@@ -132,10 +132,11 @@ class FedMGS(ModelAlgorithm):
       pairwise BCE) and evaluation, on nodes that hold both modalities. As Eq. 9 is written,
       e_i^m = phi_m(z_i^m) for such a node: these embeddings use no graph (unlike the GNN
       views the tasks give shared-model baselines), and they never see the other modality.
-      So FedMGS retrieves by content alone. On TikTok (visual -> acoustic) content alone is
-      at chance: FedAvg with an MLP backbone (no graph) scores MRR 0.070-0.075 over three
-      seeds, the chance level; the GNN baselines rise above it only through graph structure
-      both views share. FedMGS's TikTok retrieval is therefore near chance by construction.
+      So FedMGS retrieves by content alone. (Records made before features were standardized
+      (``dataset.normalize``) found every TikTok score at chance; that was the shared
+      model collapsing on raw non-negative rows, not the data: with standardized rows, 5
+      Louvain clients, 10 rounds of 4 epochs, dropout 0.2, seed 0, FedMGS reaches TikTok R@5 0.060
+      against a chance of about 0.019, and matching AUC 0.646.)
       Training (local objective, prototypes) reads the task's training view, where the
       validation/test nodes' query and gallery rows are hidden (``training_client``).
     """
