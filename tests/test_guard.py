@@ -120,3 +120,13 @@ def test_tables_mark_collapsed_unconverged_and_below_reference_cells():
     assert list(line)[-2:] == ["Chance (reference)", "Linear (reference)"]
     assert "**80.00" in line["good"] and "**" not in line["Linear (reference)"]  # references are not ranked
     assert "× Collapsed" in md and "° Not converged" in md and "▽ Below reference" in md
+
+
+def test_the_leaderboard_guard_column_counts_flagged_seeds():
+    from benchmark.report.leaderboard.columns import guard_text
+    from benchmark.report.leaderboard.rows import Row
+
+    recs = [_cell("a", 0.5, 0), _cell("a", 0.5, 1, spread=0.0), _cell("a", 0.5, 2, vals=[0.1 * r for r in range(10)])]
+    row = Row(suite="s", scale="small", params={"algorithm.name": "a"}, recipe="r", protocol="p", records=recs)
+    assert guard_text(row) == "1 collapsed, 1 unconverged"
+    assert guard_text(Row(suite="s", scale="small", params={}, recipe="r", protocol="p", records=recs[:1])) == "ok"

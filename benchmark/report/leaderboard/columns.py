@@ -10,6 +10,7 @@ from typing import Any
 
 from benchmark.report.leaderboard.rows import Row, Stat
 from benchmark.report.leaderboard.sections import Section
+from benchmark.report.flags import seed_flags
 
 
 @dataclass
@@ -114,12 +115,27 @@ def columns(section: Section) -> list[Column]:
                lambda r: _mean(r, "seconds_per_round"), "median seconds per round", part="cost"),
         Column("seeds", "Seeds ok", True, lambda r: f"{len(r.ok)}/{len(r.records)}", lambda r: len(r.ok),
                "successful seeds / seeds run", part="cost"),
+        Column("guard", "Guard", False, guard_text, lambda r: _flagged(r),
+               "the pathology guard over the row's seeds: collapsed (every score equal) and unconverged "
+               "seeds (benchmark/guard.py); 'ok' when none is flagged", part="cost"),
         Column("code", "Code", False, lambda r: ", ".join(r.code_versions), lambda r: r.latest,
                "git commit(s) of the row; click for provenance (sorts by run time)", part="cost"),
         Column("track", "Track", False, section.track_of, section.track_of, "benchmark track", part="cost"),
         Column("task", "Task", False, lambda r: r.task, lambda r: r.task, "task.name", part="cost"),
     ]
     return cols
+
+
+def _flagged(row: Row) -> int:
+    flags = seed_flags(row.records)
+    return flags.collapsed + flags.unconverged
+
+
+def guard_text(row: Row) -> str:
+    """'ok', or how many of the row's seeds collapsed or stopped before converging."""
+    flags = seed_flags(row.records)
+    parts = [f"{n} {what}" for n, what in ((flags.collapsed, "collapsed"), (flags.unconverged, "unconverged")) if n]
+    return ", ".join(parts) or "ok"
 
 
 def failure_text(row: Row) -> str:
