@@ -31,6 +31,8 @@ def _store(root: Path) -> None:
     store = ResultStore(suite.results_path(root, SCALE))
     for cell in suite.cells(SCALE, validate=False):
         alg, rate, alpha = (cell.params[k] for k in ("algorithm.name", "missing.rate", "partition.alpha"))
+        if alg not in left:  # a reference row (chance, linear): no paper number to score against
+            continue
         paper = left[alg][rate] if alpha == 0.5 else right[alg][alpha]
         acc = paper["accuracy"] / 100 + 0.002 * cell.seed
         store.append({"suite": SUITE, "scale": SCALE, "cell_id": cell.cell_id, "params": cell.params,

@@ -288,7 +288,7 @@ def test_one_table3_cell_end_to_end_records_server_and_client_curves(tmp_path):
     header = _header(md)
     row = _row(md, "HidE", "MMFeD3")
     ours, paper = row[header.index("FB15K-237-Fed3 · MRR")].split(" (")
-    assert ours.strip("*<u>/") == f"{rec['metrics']['test/mrr']:.3f}" and paper == "0.387)"
+    assert ours.strip("*<u>/°×▽") == f"{rec['metrics']['test/mrr']:.3f}" and paper == "0.387)"  # a guard mark may follow
 
 
 def test_figure8_ticks_carry_the_measured_availability_under_each_rate(tmp_path, monkeypatch):

@@ -56,12 +56,15 @@ def seed_flags(records: Sequence[Mapping[str, Any]]) -> CellFlags:
     return flags
 
 
-def below_reference(mean: float, linear: float | None, chance: float | None, higher_is_better: bool = True) -> bool:
-    """Whether ``mean`` captured less than ``1 - REFERENCE_MARGIN`` of the linear model's gain over chance."""
+def below_reference(mean: float, linear: float | None, chance: float | None, higher_is_better: bool = True,
+                    noise: float = 0.0) -> bool:
+    """Whether ``mean`` captured less than ``1 - REFERENCE_MARGIN`` of the linear model's gain over
+    chance; never where that gain is within ``noise`` (tables pass two seed std of the linear cell):
+    no signal to trail."""
     if linear is None or chance is None or not all(math.isfinite(x) for x in (mean, linear, chance)):
         return False
     gain = (linear - chance) if higher_is_better else (chance - linear)
-    if gain <= 0:
+    if gain <= 0 or gain <= (noise if math.isfinite(noise) else 0.0):
         return False
     floor = linear - REFERENCE_MARGIN * (linear - chance)
     return mean < floor if higher_is_better else mean > floor

@@ -772,7 +772,7 @@ def _mark_below_reference(cells: dict[tuple[RowKey, RowKey, str], _Cell], rows: 
                 shared = recs and not any((r.get("algorithm") or {}).get("personalized") for r in recs)
                 if reference_of(row, spec.rows) is None and cell.kind == "value" and shared and cell.flags is not None:
                     cell.flags.below_reference = below_reference(cell.mean, lin.mean, ch.mean,
-                                                                 metric not in spec.lower_is_better)
+                                                                 metric not in spec.lower_is_better, 2 * lin.std)
 
 
 def _control_means(frame: pd.DataFrame, spec: _Spec, metric_cols: list[str]) -> dict[tuple[RowKey, RowKey, str], float]:
