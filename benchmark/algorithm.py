@@ -92,6 +92,24 @@ class Algorithm(ABC):
     def setup_receive(self, client: ClientData, state: dict, payload: Payload) -> None:
         """Client side of the one-time exchange."""
 
+    # ---------------------------------------------------------------- pre-training stages
+    def pretraining(self) -> dict[str, Any] | None:
+        """Config overrides of the stage this run starts from (``benchmark.stages``), e.g.
+        ``{"algorithm": {"name": "fede"}, "train": {"rounds": 20}}``; None: no stage."""
+        return None
+
+    def export_server(self) -> dict[str, Tensor]:
+        """The server's end state, by name, when this algorithm ran as a stage."""
+        return {}
+
+    def export_client(self, client: ClientData, state: dict) -> dict[str, Tensor]:
+        """One client's end state, by name, when this algorithm ran as a stage."""
+        return {}
+
+    def start_from(self, server: dict[str, Tensor]) -> None:
+        """Server side: receive the stage's server tensors before ``init_server`` (each
+        client finds its own under ``state["warm_start"]``)."""
+
     @abstractmethod
     def client_update(self, client: ClientData, state: dict, received: Payload, rnd: int) -> Payload:
         """Train locally from ``received``; return the upload."""

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from benchmark import checkpoint
+from benchmark import checkpoint, stages
 from benchmark import registry as R
 from benchmark.algorithm import AlgoContext, Algorithm, Broadcast, NonFiniteLoss
 from benchmark.channel import Channel, LocalChannel, Upload
@@ -269,6 +269,26 @@ class Engine:
             sim.ledger.record(-1, "down", cid, replies[cid], phase="setup")
         self.channel.setup_replies({cid: replies[cid] for cid in self.channel.train_ids})
 
+    def _warm_start(self, server: ServerSide, sim: SimState) -> None:
+        """Start from the pre-training stage the algorithm asks for (``benchmark.stages``):
+        cached or run now on this federation; the server half gets its tensors, each client
+        its own under ``state["warm_start"]``. Runs before ``init_server`` of a fresh run
+        only (a resumed run's checkpoint already holds what the stage gave)."""
+        overrides = server.algo.pretraining()
+        self.pretraining = None
+        if overrides is None:
+            return
+        if not isinstance(self.channel, LocalChannel) or self.fed is None:
+            raise BenchmarkError(f"algorithm '{self.cfg.algorithm.name}' starts from a pre-training stage, which "
+                                 f"runs in process only; use the in-process backend")
+        stage = stages.obtain(overrides, self.cfg, type(self), self.fed, self.meta.artifact_hash, self.device,
+                              self.audit)
+        server.algo.start_from(stage.server)
+        for cid, state in sim.states.items():
+            if cid in stage.clients:
+                state["warm_start"] = stage.clients[cid]
+        self.pretraining = stage.info
+
     # ------------------------------------------------------------------ main loop
     def run(self, resume: bool = True) -> dict[str, Any]:
         try:
@@ -291,6 +311,7 @@ class Engine:
                                history={k: [] for k in ("round", primary, f"test/{self.task.primary_metric}",
                                                         "bytes_up", "bytes_down", "seconds")},
                                best={"score": -math.inf, "round": -1})
+                self._warm_start(server, sim)
                 sim.broadcast = server.init_server()
                 if self.algo_cls.has_setup:
                     self._setup_exchange(sim, server)
@@ -416,6 +437,8 @@ class Engine:
             "wall_time_s": wall,
             "timestamp": now_iso(),
         }
+        if getattr(self, "pretraining", None):
+            record["pretraining"] = self.pretraining  # the stage this run started from (benchmark.stages)
         record["guard"] = guard_verdict(record)  # collapsed / converged, benchmark/guard.py
         return record
 

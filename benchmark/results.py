@@ -164,6 +164,21 @@ def provenance(cfg: RunConfig, artifact_hash: str, artifact_recipe: str, device:
     }
 
 
+#: stores being re-run after a protocol or suite change: ``{"stores": {suite: why}}``
+PENDING_FILE = "pending_rerun.json"
+
+
+def pending_stores(results_dir: str | Path) -> dict[str, str]:
+    """The stores ``results_dir/pending_rerun.json`` lists, with why (none when absent). Until
+    its re-run lands such a store keeps the records, tables and findings it was made with, and
+    a report that cannot render it under the changed suite leaves it out instead of failing."""
+    path = Path(results_dir) / PENDING_FILE
+    if not path.is_file():
+        return {}
+    stores = json.loads(path.read_text(encoding="utf-8")).get("stores") or {}
+    return dict(stores) if isinstance(stores, dict) else {str(s): "" for s in stores}
+
+
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 

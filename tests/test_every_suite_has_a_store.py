@@ -24,13 +24,8 @@ def test_the_smoke_suites_exist_and_everything_else_is_listed():
 def test_suite_has_a_complete_small_store_without_failed_cells(name):
     suite, records, n_cells = load_small(name)
     failed = [r["cell_id"] for r in records if r["status"] != "ok"]
-    if name in PENDING:  # made before its reference rows existed (results/pending_rerun.json)
-        from benchmark.sweep import applicable
-
-        have = {r["cell_id"] for r in records}
-        refs = set(suite.spec.get("references") or [])
-        missing = [c for c in suite.cells("small") if applicable(c) and c.cell_id not in have]
-        assert all(c.algorithm in refs for c in missing), f"{name}: a method cell has no record"
+    if name in PENDING:  # being re-run after a protocol or suite change (results/pending_rerun.json)
+        assert records, f"{name}: a pending store keeps its old records until the re-run replaces them"
     else:
         assert len(records) == n_cells, f"{name}: {n_cells - len(records)} of {n_cells} cells have no record"
     assert not failed, f"{name}: {len(failed)} failed cells, e.g. {failed[0]}"

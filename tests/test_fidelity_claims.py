@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.report.fidelity import tau_text
+from benchmark.results import pending_stores
 from benchmark.report.fidelity_summary import FidelityRow, collect_fidelity, readme_block, readme_table, render_page
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +25,10 @@ def rows() -> list[FidelityRow]:
 
 
 def test_every_paper_table_of_a_committed_store_is_scored(rows: list[FidelityRow]) -> None:
-    assert EXPECTED <= {r.stem for r in rows}
+    # a store pending its re-run after a suite change may be unrenderable until it lands
+    unscored = EXPECTED - {r.stem for r in rows}
+    pending = pending_stores(ROOT / "results")
+    assert all(stem.rsplit("_small", 1)[0] in pending for stem in unscored), unscored
     assert all(r.fidelity.measured for r in rows)
 
 

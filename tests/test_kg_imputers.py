@@ -196,26 +196,3 @@ def test_hide_runs_are_deterministic_and_none_adds_nothing(tmp, fed):
     plain, eng = run(tmp, fed, "mmfede", rounds=2)
     model = eng.sim.states[fed.clients[0].cid]["model"]
     assert model.imputer is None and not any(k.startswith("imputer") for k in model.state_dict())
-
-
-def test_pretrain_rounds_train_structure_only(tmp, fed):
-    """During FedE pre-training only S moves: the shared projections stay at their
-    initialization while the structural rows are trained and averaged."""
-    rec, eng = run(tmp, fed, "mmfede", rounds=2, imputer="ae", pretrain_rounds=2)
-    assert rec["status"] == "ok" and not rec["comm"]["violations"]
-    assert all(s["model"].structure_only for s in eng.sim.states.values())
-    fresh = type(eng.sim.algo)(eng.algo_cfg, eng._context())
-    fresh.init_server()
-    for k, v in fresh.shared.items():
-        assert torch.allclose(eng.sim.algo.shared[k], v, atol=1e-6), k  # averaging identical copies
-    assert not torch.equal(eng.sim.algo.table, fresh.table)
-
-
-def test_pretrain_share_is_a_share_of_the_rounds(tmp, fed):
-    """pretrain_share 0.5 of 4 rounds pre-trains exactly as pretrain_rounds 2 does."""
-    a, _ = run(tmp, fed, "mmfede", rounds=4, imputer="ae", pretrain_share=0.5)
-    b, eng = run(tmp, fed, "mmfede", rounds=4, imputer="ae", pretrain_rounds=2)
-    assert eng.sim.algo.pretrain_rounds == 2
-    assert a["curves"]["val/mrr"] == b["curves"]["val/mrr"] and a["metrics"] == b["metrics"]
-    c, _ = run(tmp, fed, "mmfede", rounds=4, imputer="ae")
-    assert c["curves"]["val/mrr"] != a["curves"]["val/mrr"]

@@ -118,9 +118,9 @@ def test_no_name_changes_the_shape_of_a_table(name):
     assert len(rows) == 3 and all(len(re.findall(r"(?<!\\)&", line)) == 1 for line in rows)
 
 
-@pytest.mark.parametrize("suite", ["mmfed3_table4", "fedmpo_ablation", "fedmbridge_table3"])
+@pytest.mark.parametrize("suite", ["fedmgs_table4", "fedmpo_ablation", "fedmbridge_table3"])
 def test_committed_tables_are_what_the_escaping_generates(suite, tmp_path):
-    """These captions hold '->', 'S^c' and '{...}', which now print as written."""
+    """These captions hold '->', 'S^c' or '{...}', which now print as written."""
     from benchmark.report.suite_tables import make_suite_tables, suite_records
     from benchmark.sweep import load_suite
 

@@ -43,14 +43,19 @@ def test_every_cell_validates_at_every_scale(name):
 
 
 def test_cell_counts_follow_the_paper_layouts():
-    """Table III: (S-Ind, MMCen) + 4 imputers x 5 FL methods, on 3 datasets, 3 seeds, plus
-    MMFeD3's sync_client control for AE and HidE; the bounds carry no imputer param (their
-    algorithms take none)."""
+    """Table III: (S-Ind, MMCen) + 4 imputers x 2 starts (cold, FedE stage) x 5 FL methods, on 3
+    datasets, 3 seeds, plus MMFeD3's sync_client control for AE and HidE; the bounds carry no
+    imputer or start param (their algorithms take none)."""
     t3 = load_suite("mmfed3_table3").cells("small")
     control = [c for c in t3 if c.params.get("algorithm.sync_client")]
-    assert len(t3) == (2 + 4 * 5) * 3 * 3 + len(control) and len(control) == 2 * 3 * 3
+    assert len(t3) == (2 + 4 * 2 * 5) * 3 * 3 + len(control) and len(control) == 2 * 3 * 3
     bounds = [c for c in t3 if c.params["algorithm.name"] in ("s_ind", "mmcen")]
     assert len(bounds) == 2 * 3 * 3 and all("algorithm.imputer" not in c.params for c in bounds)
+    assert not any("algorithm.pretrained" in c.params for c in bounds)
+    rows = [c for c in t3 if c not in bounds and c not in control]
+    for imputer in ("ae", "cra", "mmin", "hide"):
+        starts = {c.params["algorithm.pretrained"] for c in rows if c.params["algorithm.imputer"] == imputer}
+        assert starts == {"none", "fede"}, imputer
     assert len(load_suite("mmfed3_table4").cells("tiny")) == 2 * 2 * 2 * 3 * 3
     assert len(load_suite("mmfed3_table6").cells("tiny")) == (1 + 3 * 5) * 3 * 3
     fig7 = load_suite("mmfed3_fig7").cells("tiny")
@@ -140,26 +145,29 @@ def test_table3_renders_the_paper_layout_with_paper_numbers(tmp_path):
     (stem, md), = write_suite_tables(suite, records, "small", str(tmp_path))
     assert (tmp_path / f"{stem}.md").is_file() and (tmp_path / f"{stem}.tex").is_file()
     header = _header(md)
-    assert header[:2] == ["IMML", "FL"]
+    assert header[:3] == ["IMML", "Start", "FL"]
     for fed in ("FB15K-237-Fed3", "FB15K-237-Fed5", "FB15K-237-Fed10"):
         for metric in ("Hits@1", "Hits@3", "Hits@10", "MRR"):
             assert f"{fed} · {metric}" in header
-    assert len(header) == 2 + 3 * 4  # the paper's numbers share our cells: 14 columns, not 26
-    # the bounds come first with a "-" imputer; paper values as printed in the paper
-    s_ind = _row(md, "-", "S-Ind")
+    assert len(header) == 3 + 3 * 4  # the paper's numbers share our cells: 15 columns, not 27
+    # the bounds come first with a "-" imputer and start; paper values as printed in the paper
+    s_ind = _row(md, "-", "-", "S-Ind")
     assert s_ind[header.index("FB15K-237-Fed3 · MRR")].endswith(" (0.338)")
-    assert _row(md, "-", "MMCen-weighted")[header.index("FB15K-237-Fed10 · Hits@10")].endswith(" (0.629)")
-    hide = _row(md, "HidE", "MMFedE")
+    assert _row(md, "-", "-", "MMCen-weighted")[header.index("FB15K-237-Fed10 · Hits@10")].endswith(" (0.629)")
+    # the paper's HidE rows start from FedE (Sec. IV-A), its other imputers cold
+    hide = _row(md, "HidE", "FedE", "MMFedE")
     assert hide[header.index("FB15K-237-Fed5 · Hits@1")].endswith(" (0.252)")
-    assert _row(md, "HidE", "MMFeD3")[header.index("FB15K-237-Fed3 · MRR")].endswith(" (0.387)")
-    assert _row(md, "AE", "MMFeD3")[header.index("FB15K-237-Fed3 · MRR")].endswith(" (0.293)")
+    assert _row(md, "HidE", "FedE", "MMFeD3")[header.index("FB15K-237-Fed3 · MRR")].endswith(" (0.387)")
+    assert not _row(md, "HidE", "cold", "MMFeD3")[header.index("FB15K-237-Fed3 · MRR")].endswith(")")
+    assert _row(md, "AE", "cold", "MMFeD3")[header.index("FB15K-237-Fed3 · MRR")].endswith(" (0.293)")
     # our number: mean over the three seeds, three decimals, unscaled like the paper
-    params = {"algorithm.imputer": "cra", "algorithm.name": "mmfedlu", "partition.num_clients": 5}
+    params = {"algorithm.imputer": "cra", "algorithm.pretrained": "fede", "algorithm.name": "mmfedlu",
+              "partition.num_clients": 5}
     want = statistics.mean(_fake_metrics(params, s)["test/mrr"] for s in (0, 1, 2))
-    cell = _row(md, "CRA", "MMFedLU")[header.index("FB15K-237-Fed5 · MRR")]
+    cell = _row(md, "CRA", "FedE", "MMFedLU")[header.index("FB15K-237-Fed5 · MRR")]
     assert cell.split(" ±")[0].split(" (")[0].strip("*<u>/") == f"{want:.3f}"
     rows = [line for line in md.splitlines() if line.startswith("|")][2:]
-    assert len(rows) == 22
+    assert len(rows) == 2 + 4 * 2 * 5
 
 
 @pytest.mark.parametrize("name", ["mmfed3_table4", "mmfed3_table6"])
@@ -268,13 +276,15 @@ def test_modality_subsets_drop_items_before_partition():
 
 
 def test_one_table3_cell_end_to_end_records_server_and_client_curves(tmp_path):
-    """MMFeD3-HidE on the tiny synthetic KG through the sweep: a finished record whose curves
-    carry the server view's validation MRR each round (the engine's extra-split history),
-    rendered into Table III's row next to the paper's number."""
+    """MMFeD3-HidE from the FedE stage on the tiny synthetic KG through the sweep: a finished
+    record whose curves carry the server view's validation MRR each round (the engine's
+    extra-split history) and that names its stage, rendered into Table III's row next to the
+    paper's number."""
     suite = load_suite("mmfed3_table3")
-    suite.grids = [{"algorithm.imputer": ["hide"], "algorithm.name": ["mmfed3"], "partition.num_clients": [3]}]
+    suite.grids = [{"algorithm.imputer": ["hide"], "algorithm.pretrained": ["fede"], "algorithm.name": ["mmfed3"],
+                    "partition.num_clients": [3]}]
     suite.seeds = [0]
-    over = {"train.rounds": 3, "output.cache_dir": str(tmp_path / "cache"),
+    over = {"train.rounds": 3, "algorithm.pretrain_rounds": 2, "output.cache_dir": str(tmp_path / "cache"),
             "output.checkpoint_dir": str(tmp_path / "ckpt")}
     records, ran = run_suite(suite, "tiny", results_dir=tmp_path / "results", progress=False, overrides=over)
     assert ran == 1
@@ -284,9 +294,10 @@ def test_one_table3_cell_end_to_end_records_server_and_client_curves(tmp_path):
     assert len(curves["round"]) == len(curves["val/mrr"]) == len(curves["val_server/mrr"]) == 3
     assert all(isinstance(v, float) and 0 < v <= 1 for v in curves["val_server/mrr"])
     assert not math.isnan(rec["metrics"]["test/mrr"])
+    assert rec["pretraining"]["algorithm"] == "fede" and rec["pretraining"]["rounds_run"] == 2
     (stem, md), = write_suite_tables(suite, records, "tiny", str(tmp_path))
     header = _header(md)
-    row = _row(md, "HidE", "MMFeD3")
+    row = _row(md, "HidE", "FedE", "MMFeD3")
     ours, paper = row[header.index("FB15K-237-Fed3 · MRR")].split(" (")
     assert ours.strip("*<u>/°×▽") == f"{rec['metrics']['test/mrr']:.3f}" and paper == "0.387)"  # a guard mark may follow
 

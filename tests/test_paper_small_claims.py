@@ -69,16 +69,26 @@ def fedmgs_ablation() -> dict[tuple[str, str], dict[int, float]]:
     return out
 
 
-def test_fedmgs_table4_each_module_helps_on_movies_in_every_seed(fedmgs_ablation):
-    """As in the paper, removing any of the three modules lowers node classification accuracy
-    (FB15K-237 typing standing in for Movies), in each of the 3 seeds; the drops are 1.3-3.4
-    points (the paper: 2.4-4.3), in another order than the paper's."""
+def test_fedmgs_table4_availability_encoding_helps_on_movies_in_every_seed(fedmgs_ablation):
+    """Under issue 26's protocol (standardized features, budgets to convergence), removing the
+    availability-aware graph encoding lowers node classification accuracy (FB15K-237 typing
+    standing in for Movies) in each of the 3 seeds, by 0.5-1.6 points (the paper: 4.3); the
+    other two modules' drops change sign with the seed, within seed noise."""
     full = fedmgs_ablation[("movies", "full")]
-    for variant in ("wo_avail_enc", "wo_proto_synth", "wo_rel_fusion"):
-        ablated = fedmgs_ablation[("movies", variant)]
-        assert all(full[s] > ablated[s] for s in full), variant
-        drop = sum(full.values()) / 3 - sum(ablated.values()) / 3
-        assert 0.01 < drop < 0.04, (variant, drop)
+    ablated = fedmgs_ablation[("movies", "wo_avail_enc")]
+    assert all(full[s] > ablated[s] for s in full)
+    assert all(0.004 < full[s] - ablated[s] < 0.02 for s in full)
+    for variant in ("wo_proto_synth", "wo_rel_fusion"):
+        gaps = [full[s] - fedmgs_ablation[("movies", variant)][s] for s in full]
+        assert min(gaps) <= 0 < max(gaps), variant
+
+
+def test_fedmgs_table4_reliability_fusion_costs_retrieval_on_toys(fedmgs_ablation):
+    """Unlike the paper (1.48 points lower without it), removing the reliability-calibrated
+    fusion raises TikTok retrieval R@5 (standing in for Toys) in each of the 3 seeds."""
+    full = fedmgs_ablation[("toys", "full")]
+    ablated = fedmgs_ablation[("toys", "wo_rel_fusion")]
+    assert all(ablated[s] > full[s] for s in full)
 
 
 # --------------------------------------------------------------------------- MMFeD3-HidE Figures 5 and 6

@@ -85,7 +85,6 @@ class KGEClient(nn.Module):
             init_projections(self.proj, self.decoder.embedding_range, gen)
             self.fusion = build_fusion(fusion, self.entity.shape[1], list(feature_dims), _mix(seed, 29))
         self.imputer: KGImputer | None = None  # set by attach_imputer; never uploaded
-        self.structure_only = False  # True during FedE pre-training rounds (algorithm.pretrain_rounds)
 
     @property
     def multimodal(self) -> bool:
@@ -125,7 +124,7 @@ class KGEClient(nn.Module):
 
     def entity_vectors(self, client: KGClientData) -> Tensor:
         """``[n_ent, d]``: the structural table, or its fusion with projected features."""
-        if not self.multimodal or self.structure_only:
+        if not self.multimodal:
             return self.entity
         assert self.fusion is not None
         structure, projected = self.modality_blocks(client)
@@ -172,6 +171,17 @@ def both_views(task: Any, model: nn.Module, client: KGClientData, load_global: C
             "val_client": local["val"], "test_client": local["test"]}
 
 
+def start_from_stage(model: KGEClient, warm: dict[str, Tensor]) -> None:
+    """Copy a pre-training stage's rows and relations (``decoder.*``) into a new client model;
+    projections, fusion and imputer keep their own initialization."""
+    with torch.no_grad():
+        if warm["entity"].shape != model.entity.shape:
+            raise ConfigError(f"the pre-training stage's client rows have shape {tuple(warm['entity'].shape)}, "
+                              f"this client's model {tuple(model.entity.shape)}")
+        model.entity.copy_(warm["entity"])
+    model.decoder.load_state_dict({k[len("decoder."):]: v for k, v in warm.items() if k.startswith("decoder.")})
+
+
 def init_projections(proj: nn.ModuleDict, embedding_range: float, gen: torch.Generator) -> None:
     """Uniform weights in ``+-range / sqrt(d_in)``, zero bias: a projected (unit-RMS) feature
     then starts on the scale of the structural rows (uniform in ``+-range``), so neither
@@ -207,8 +217,8 @@ class KGAlgorithm(Algorithm):
         noise_scale: float = field(default=1e-4, metadata={"help": "HidE scale s of both beta bounds (seed: 1e-4, DiffRec convention)", "positive": True})
         recon_net: str = field(default="cra", metadata={"help": "HidE reconstruction network predicting x0 from (x_t, t): cra, ae, mlp or mha", "choices": RECON_NETS})
         imputer_heads: int = field(default=4, metadata={"help": "attention heads of HidE's mha reconstruction net", "min": 1, "max": 1_024})
-        pretrain_rounds: int = field(default=0, metadata={"help": "first rounds trained structure-only (FedE pre-training of S^c, seed Sec. IV-A), then the multimodal model", "min": 0, "max": 1_000_000})
-        pretrain_share: float = field(default=0.0, metadata={"help": "the same pre-training given as a share of train.rounds (rounded; the larger of the two counts), so one suite value fits every scale", "min": 0.0, "below": 1.0})
+        pretrained: str = field(default="none", metadata={"help": "start from a pre-training stage, outside this run's round budget (benchmark/stages.py): none, or fede (a structure-only FedE run on the same federation and seed gives S^c and the local relations, seed Sec. IV-A); cached, so the cells that share it run it once", "choices": ("none", "fede")})
+        pretrain_rounds: int = field(default=30, metadata={"help": "rounds of the pre-training stage (algorithm.pretrained); its local epochs, learning rate and batches are the run's (30: structure-only runs on fb15k237_small peak near round 26; the paper states no length)", "min": 1, "max": 1_000_000})
 
         def __post_init__(self) -> None:
             try:
@@ -227,10 +237,11 @@ class KGAlgorithm(Algorithm):
         self.fusion = getattr(cfg, "fusion", "weighted") if cfg is not None else "weighted"
         self.imputer = getattr(cfg, "imputer", "none") if cfg is not None else "none"
         self.lambda_di = float(getattr(cfg, "lambda_di", 0.0)) if cfg is not None else 0.0
-        rounds = int(getattr(getattr(getattr(ctx, "run", None), "train", None), "rounds", 0) or 0)
-        share = float(getattr(cfg, "pretrain_share", 0.0)) if cfg is not None else 0.0
-        self.pretrain_rounds = max(int(getattr(cfg, "pretrain_rounds", 0)) if cfg is not None else 0,
-                                   int(round(share * rounds)))
+        self.pretrained = str(getattr(cfg, "pretrained", "none")) if cfg is not None else "none"
+        if self.pretrained != "none" and not self.federated:
+            raise ConfigError(f"algorithm.pretrained: {self.pretrained} is a federated pre-training; an isolated or "
+                              f"centralized bound exchanges nothing (or trains on the pooled graph), so use none")
+        self.warm_table: Tensor | None = None
         self.client_ids_seen: dict[int, Tensor] = {}
         self.table: Tensor | None = None
         self.shared: Payload = {}
@@ -252,7 +263,32 @@ class KGAlgorithm(Algorithm):
     def client_model(self, client: KGClientData, state: dict) -> KGEClient:
         if "model" not in state:
             state["model"] = self.new_model(client)
+            if "warm_start" in state:
+                start_from_stage(state["model"], state["warm_start"])
         return state["model"]
+
+    # ---------------------------------------------------------------- pre-training stage
+    def pretraining(self) -> dict[str, Any] | None:
+        """``algorithm.pretrained: fede``: a structure-only FedE run of ``pretrain_rounds``
+        rounds on this federation and seed, evaluated once at its end (benchmark/stages.py).
+        The method then starts from its rows and relations with fresh projections, fusion,
+        imputer and optimizer, and spends its own budget on the multimodal model only; no
+        mid-run switch rescales anything."""
+        if self.pretrained == "none":
+            return None
+        rounds = int(self.cfg.pretrain_rounds)
+        return {"algorithm": {"name": self.pretrained}, "train": {"rounds": rounds, "eval_every": rounds}}
+
+    def export_server(self) -> dict[str, Tensor]:
+        return {} if self.table is None else {"entity": self.table}
+
+    def export_client(self, client: KGClientData, state: dict) -> dict[str, Tensor]:
+        model = state["model"]
+        return {"entity": model.entity.detach(),
+                **{f"decoder.{k}": v for k, v in model.decoder.state_dict().items()}}
+
+    def start_from(self, server: dict[str, Tensor]) -> None:
+        self.warm_table = server.get("entity")
 
     def optimizer(self, model: KGEClient, state: dict) -> torch.optim.Optimizer:
         train = self.ctx.run.train
@@ -309,6 +345,11 @@ class KGAlgorithm(Algorithm):
         rng = (self.task_cfg.gamma + dec_cls.epsilon) / self.task_cfg.dim
         gen = torch.Generator().manual_seed(_mix(self.ctx.seed, 3))
         self.table = torch.empty(self.ctx.num_global_nodes, width).uniform_(-rng, rng, generator=gen)
+        if self.warm_table is not None:  # the pre-training stage's global rows (algorithm.pretrained)
+            if self.warm_table.shape != self.table.shape:
+                raise ConfigError(f"the pre-training stage's entity table has shape {tuple(self.warm_table.shape)}, "
+                                  f"this run needs {tuple(self.table.shape)}")
+            self.table = self.warm_table.detach().cpu().clone()
         if self.multimodal:
             proj = nn.ModuleDict({m: nn.Linear(d, width) for m, d in self.ctx.feature_dims.items()})
             init_projections(proj, rng, gen)
@@ -343,7 +384,6 @@ class KGAlgorithm(Algorithm):
         model = self.client_model(client, state)
         if received:
             model.load_shared(received)
-        model.structure_only = rnd < self.pretrain_rounds
         opt = self.optimizer(model, state)
         self.local_train(client, model, opt, rnd, self.regularizer(client, model, state, rnd))
         self.after_local_train(client, model, state, rnd)

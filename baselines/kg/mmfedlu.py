@@ -19,9 +19,9 @@ Evaluation: the client view (the seed's test-time rule, ``argmax p^c(e | h, r; E
 on ``val``/``test``; the server view's scores come along under ``val_server`` and
 ``test_server`` (seed Fig. 5 plots both views' validation MRR per round).
 
-Pre-training (``algorithm.pretrain_rounds``): the first rounds train the server view's
-structural rows alone (FedE), and the client view copies them: S^c starts from a FedE
-pre-training (seed Sec. IV-A).
+Pre-training (``algorithm.pretrained: fede``): both views start from a FedE run on the same
+federation and seed, made outside this run's round budget (``benchmark/stages.py``): S^c
+and the local relations are FedE's (seed Sec. IV-A).
 """
 
 from __future__ import annotations
@@ -47,9 +47,7 @@ MASKED = -1e4  # logit of a sampled negative equal to the positive: probability 
 
 def views_of(model: KGEClient, client: KGClientData) -> list[View]:
     """``(decoder, entity table)`` scorers of a model: its fused table, or one per modality
-    for the split paradigm (``entity_views``); the bare structure during pre-training."""
-    if model.structure_only:
-        return [(model.decoder, model.entity)]
+    for the split paradigm (``entity_views``)."""
     if hasattr(model, "entity_views"):
         return list(model.entity_views(client).values())
     return [(model.decoder, model.entity_vectors(client))]
@@ -122,6 +120,9 @@ class DualViewKG(KGAlgorithm):
             sm.decoder = cm.decoder
             if hasattr(cm, "view_decoders"):
                 sm.view_decoders = cm.view_decoders
+            if "warm_start" in state:  # both views start from the pre-training stage's rows
+                with torch.no_grad():
+                    sm.entity.copy_(state["warm_start"]["entity"])
             state["server"] = sm.to(self.ctx.device)
         return cm, state["server"]
 
@@ -163,8 +164,7 @@ class DualViewKG(KGAlgorithm):
 
     def batch_loss(self, client: KGClientData, cm: KGEClient, sm: KGEClient, queries: Tensor,
                    gen: torch.Generator, state: dict, rnd: int) -> tuple[Tensor, dict[str, Tensor]]:
-        """L_KGC(client view) + L_KGC(server view) + lambda L_DI + the algorithm's terms;
-        during pre-training the server view's structural KGE loss alone."""
+        """L_KGC(client view) + L_KGC(server view) + lambda L_DI + the algorithm's terms."""
         t = queries[:, 2]
         # drawn on the generator's device (a CPU generator gives the numbers it always gave)
         neg = sample_negatives(len(queries), self.task_cfg.num_negatives, client.num_entities, False, gen,
@@ -173,8 +173,6 @@ class DualViewKG(KGAlgorithm):
         s_views = views_of(sm, client)
         s_scores = candidate_scores(s_views, queries, neg)
         s_logp = candidate_log_probs(s_scores, mask)
-        if sm.structure_only:
-            return self.kgc_loss(s_scores, mask, s_logp), {}
         c_views = views_of(cm, client)
         c_scores = candidate_scores(c_views, queries, neg)
         c_logp = candidate_log_probs(c_scores, mask)
@@ -190,8 +188,6 @@ class DualViewKG(KGAlgorithm):
     # ---------------------------------------------------------------- hooks
     def client_update(self, client: KGClientData, state: dict, received: Payload, rnd: int) -> Payload:
         cm, sm = self._load(client, state, received)
-        pretraining = rnd < self.pretrain_rounds
-        cm.structure_only = sm.structure_only = pretraining
         opt = self.dual_optimizer(cm, sm, state)
         gen = self.batch_generator(client, rnd)
         trace = state.setdefault("trace", [])  # per round: the terms at its first batch (in the client's state)
@@ -209,9 +205,6 @@ class DualViewKG(KGAlgorithm):
         batches = shuffled_batches(self.ctx.task.train_queries(client), self.task_cfg.batch_size, gen)
         LocalLoop.from_train(self.ctx.run.train).run(loss_fn, opt, opt.param_groups[0]["params"], cid=client.cid,
                                                      batches=batches)
-        if pretraining:
-            with torch.no_grad():
-                cm.entity.copy_(sm.entity)
         self.after_round(client, cm, sm, state, rnd)
         return {**sm.shared_payload(), "num_train": torch.tensor([float(client.num_train)], device=sm.entity.device)}
 
@@ -269,7 +262,7 @@ class MMFedLU(DualViewKG):
 
     def after_round(self, client: KGClientData, cm: KGEClient, sm: KGEClient, state: dict, rnd: int) -> None:
         """Gating: score the client view on the client's validation split; count stalls."""
-        if not self.cfg.gating or rnd < self.pretrain_rounds:
+        if not self.cfg.gating:
             return
         mrr = self.ctx.task.evaluate(cm, client)["val"]["mrr"]
         if mrr > state.get("best_val", -1.0):

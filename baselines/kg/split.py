@@ -64,10 +64,7 @@ class SplitKGEClient(KGEClient):
 
     def entity_views(self, client: KGClientData) -> dict[str, tuple[nn.Module, Tensor]]:
         """``{name: (decoder, entity table)}``: the structure view first, then one view per
-        modality; the KG task averages their softmax probabilities. During structure-only
-        pre-training rounds (``algorithm.pretrain_rounds``) only the structure view scores."""
-        if self.structure_only:
-            return {STRUCTURE: (self.decoder, self.entity)}
+        modality; the KG task averages their softmax probabilities."""
         structure, projected = self.modality_blocks(client)
         views: dict[str, tuple[nn.Module, Tensor]] = {STRUCTURE: (self.decoder, structure)}
         for m, dec in self.view_decoders.items():

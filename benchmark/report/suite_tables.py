@@ -58,9 +58,10 @@ def make_suite_tables(suite: Any, records: list[dict[str, Any]], scale: str) -> 
 
 def suite_records(suite: Any, scale: str, results_dir: str | Path) -> list[dict[str, Any]]:
     """The newest record of each of the suite's cells at ``scale`` in ``results_dir`` (none when
-    the store does not exist)."""
-    from benchmark.results import ResultStore
+    the store does not exist); of each cell the store holds while the store is pending a re-run
+    (``results/pending_rerun.json``): until the re-run lands it reports what it was made from."""
+    from benchmark.results import ResultStore, pending_stores
     from benchmark.sweep import latest_records
 
-    ids = {c.cell_id for c in suite.cells(scale)}
+    ids = None if suite.name in pending_stores(results_dir) else {c.cell_id for c in suite.cells(scale)}
     return latest_records(ResultStore(suite.results_path(results_dir, scale)).read(), ids)

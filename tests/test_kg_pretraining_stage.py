@@ -1,0 +1,101 @@
+"""FedE pre-training as a stage of its own (``algorithm.pretrained: fede``, benchmark/stages.py):
+made once per federation, seed and settings, cached as safetensors, outside the method's round
+budget and ledger; a run from the cache equals a run that made the stage; the method starts
+from exactly FedE's end state; isolated and centralized bounds refuse it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from benchmark import stages
+from benchmark.engine import Engine
+from benchmark.errors import ConfigError
+from data_prep.build import build_federation
+from test_kg_track import kg_cfg
+
+torch.set_num_threads(1)
+
+STAGE_ROUNDS = 3
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory):
+    return tmp_path_factory.mktemp("kg_stage")
+
+
+@pytest.fixture(scope="module")
+def fed(tmp):
+    return build_federation(kg_cfg(tmp))
+
+
+def run(tmp, fed, alg: str, rounds: int = 3, **params):
+    eng = Engine(kg_cfg(tmp, alg, rounds=rounds, algo_params=params), fed=fed)
+    return eng.run(resume=False), eng
+
+
+@pytest.fixture(scope="module")
+def first(tmp, fed):
+    """The first pre-trained run: it makes the stage."""
+    return run(tmp, fed, "mmfede", imputer="ae", pretrained="fede", pretrain_rounds=STAGE_ROUNDS)
+
+
+def stage_files(tmp):
+    return sorted((tmp / "cache" / stages.STAGE_DIR).glob(f"*{stages.SUFFIX}"))
+
+
+def test_stage_is_made_once_outside_the_budget(tmp, fed, first):
+    rec, eng = first
+    assert rec["status"] == "ok", rec["error"]
+    info = rec["pretraining"]
+    assert info["algorithm"] == "fede" and info["rounds_run"] == STAGE_ROUNDS and info["cached"] is False
+    assert rec["rounds_run"] == 3  # the method's own budget, untouched by the stage
+    plain, _ = run(tmp, fed, "mmfede", imputer="ae")
+    assert rec["comm"]["bytes_up"] == plain["comm"]["bytes_up"]  # the stage's bytes are not the method's
+    assert len(stage_files(tmp)) == 1
+    again, _ = run(tmp, fed, "mmfed3", imputer="hide", diffusion_steps=2, pretrained="fede",
+                   pretrain_rounds=STAGE_ROUNDS)
+    assert again["pretraining"]["cached"] is True and again["pretraining"]["config_hash"] == info["config_hash"]
+    assert len(stage_files(tmp)) == 1  # every method at this federation and seed shares it
+
+
+def test_run_from_cache_equals_run_that_made_it(tmp, fed, first):
+    rec, _ = first
+    cached, _ = run(tmp, fed, "mmfede", imputer="ae", pretrained="fede", pretrain_rounds=STAGE_ROUNDS)
+    assert cached["pretraining"]["cached"] is True
+    assert cached["metrics"] == rec["metrics"] and cached["curves"]["val/mrr"] == rec["curves"]["val/mrr"]
+
+
+def test_method_starts_from_fedes_end_state(tmp, fed, first):
+    """The stage holds exactly what a plain FedE run of the same rounds ends with, and the
+    method's server table starts from it (not from a fresh uniform draw)."""
+    fede, eng = run(tmp, fed, "fede", rounds=STAGE_ROUNDS)
+    saved = load_file(str(stage_files(tmp)[0]))
+    assert torch.equal(saved["server.entity"], eng.sim.algo.table.cpu())
+    cid = fed.clients[0].cid
+    model = eng.sim.states[cid]["model"]
+    assert torch.equal(saved[f"client.{cid}.entity"], model.entity.detach().cpu())
+    for k, v in model.decoder.state_dict().items():
+        assert torch.equal(saved[f"client.{cid}.decoder.{k}"], v.cpu()), k
+    # the warm-started method's first evaluation starts where FedE left off, above a cold start
+    cold, _ = run(tmp, fed, "mmfede", imputer="ae")
+    assert first[0]["curves"]["val/mrr"][0] > cold["curves"]["val/mrr"][0]
+
+
+@pytest.mark.parametrize("alg", ["s_ind", "mmind", "mmcen"])
+def test_bounds_refuse_a_federated_stage(tmp, fed, alg):
+    with pytest.raises(ConfigError, match="pretrained"):
+        run(tmp, fed, alg, pretrained="fede")
+
+
+def test_unreadable_stage_is_remade(tmp, fed, first):
+    path = stage_files(tmp)[0]
+    good = path.read_bytes()
+    path.write_bytes(b"not a safetensors file")
+    try:
+        rec, _ = run(tmp, fed, "mmfede", imputer="ae", pretrained="fede", pretrain_rounds=STAGE_ROUNDS)
+        assert rec["pretraining"]["cached"] is False and rec["metrics"] == first[0]["metrics"]
+        assert path.read_bytes() != b"not a safetensors file"
+    finally:
+        path.write_bytes(good)
