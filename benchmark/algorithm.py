@@ -72,6 +72,9 @@ class Algorithm(ABC):
     upload_keys: ClassVar[tuple[str, ...] | None] = None   # regexes of declared upload names
     has_setup: ClassVar[bool] = False
     registry_name: ClassVar[str] = ""
+    # raised when the method's computation changes with no config key to show it (a new
+    # default, a reworked part): its stored records then go stale (benchmark/results.py)
+    revision: ClassVar[int] = 1
 
     def __init__(self, cfg: Any, ctx: AlgoContext) -> None:
         self.cfg = cfg

@@ -85,6 +85,16 @@ def _task_protocol_version(name: str) -> int:
     return int(getattr(R.TASKS.get(name), "protocol_version", 1)) if name in R.TASKS else 1
 
 
+def algorithm_revision(name: str) -> int:
+    """The registered algorithm's ``revision``: raised when its computation changes without a
+    config key saying so (a new default, a reworked generator), so that its stored records go
+    stale. Records made before revisions existed count as revision 1."""
+    from benchmark import registry as R
+
+    R.load_plugins()
+    return int(getattr(R.ALGORITHMS.get(name), "revision", 1)) if name in R.ALGORITHMS else 1
+
+
 # How a run executes, not what it computes: where data and outputs live, the device, resume
 # settings. Left out of the protocol hash and of staleness, so records stay comparable across
 # machines; a matmul precision other than full fp32 changes the numbers, so only "highest" is.
@@ -136,12 +146,18 @@ def stale_reasons(record: dict[str, Any], cfg: RunConfig) -> list[str]:
     dataset/split/task/train/model value changed), or when a config value both sides hold
     differs (a suite's base moved a missingness, partition or algorithm setting: these leave
     the cell id alone). Keys only one side has are ignored, so adding a config option with a
-    default does not make every stored record stale; execution-only keys never count.
+    default does not make every stored record stale; execution-only keys never count. A method
+    whose computation changed without a key to show it raises its ``revision``
+    (``Algorithm.revision``), which the record keeps.
     """
     reasons = []
-    stored = (record.get("provenance") or {}).get("protocol")
+    prov = record.get("provenance") or {}
+    stored = prov.get("protocol")
     if stored is not None and stored != protocol_hash(cfg):
         reasons.append("protocol")
+    revision = algorithm_revision(cfg.algorithm.name)
+    if int(prov.get("algorithm_revision", 1)) != revision:
+        reasons.append(f"algorithm revision: {prov.get('algorithm_revision', 1)} -> {revision}")
     old, new = _flatten(record.get("config") or {}), _flatten(cfg.to_dict())
     for key in sorted(old.keys() & new.keys()):
         if old[key] != new[key] and not execution_only(key, new[key]) and not execution_only(key, old[key]):
@@ -156,6 +172,7 @@ def provenance(cfg: RunConfig, artifact_hash: str, artifact_recipe: str, device:
         "artifact_recipe": artifact_recipe,
         "protocol": protocol_hash(cfg),
         "config_hash": cfg.hash(),
+        "algorithm_revision": algorithm_revision(cfg.algorithm.name),
         "git_sha": sha,
         "git_dirty": dirty,
         "versions": package_versions(),

@@ -14,6 +14,7 @@ from torch.func import functional_call
 
 from benchmark.amfl import AMFLNet, ArchSpec, BlockSpec, build_graph
 from benchmark.amfl.graph import vocab_sizes
+from benchmark.errors import ConfigError
 from benchmark.registry import load_plugins
 from methods.fedmbridge.tahn import TAHN, ClientLayout, chain_rule_step
 
@@ -30,8 +31,8 @@ def _tiny_clients() -> list[AMFLNet]:
     return [AMFLNet(a, DIMS, TOKENS, 3).double(), AMFLNet(b, DIMS, TOKENS, 2).double()]
 
 
-@pytest.mark.parametrize("combine", ["concat", "sum"])
-def test_chain_rule_update_equals_autograd_of_the_clients_losses(combine):
+@pytest.mark.parametrize("combine,decoder", [("concat", "per_layer"), ("sum", "per_layer"), ("concat", "chunked")])
+def test_chain_rule_update_equals_autograd_of_the_clients_losses(combine, decoder):
     """With one local SGD step (Delta theta_i = -alpha grad L_i), the server's update from
     the deltas alone must equal the gradient step autograd takes on
     (1/|N_r|) sum_i L_i(h(A_i, c_i; phi)) for phi, and on L_i for c_i."""
@@ -39,8 +40,9 @@ def test_chain_rule_update_equals_autograd_of_the_clients_losses(combine):
     graphs = [build_graph(n, list(DIMS)) for n in nets]
     torch.manual_seed(1)
     tahn = TAHN(vocab_sizes(len(DIMS)), 3, embed_dim=8, gnn_widths=[6, 5], task_dim=4, combine=combine, hidden=7,
-                chunk=16, max_chunks=64, chunk_dim=3).double()
-    layouts = {i: ClientLayout.of(g, 16, 64, torch.device("cpu")) for i, g in zip((0, 2), graphs)}
+                chunk=16, max_chunks=64, chunk_dim=3, decoder=decoder).double()
+    layouts = {i: ClientLayout.of(g, 16, 64, torch.device("cpu"), decoder) for i, g in zip((0, 2), graphs)}
+    tahn.generator.ensure_heads(set().union(*(lay.sizes for lay in layouts.values())))
     data = {i: ({m: torch.randn(9, d, dtype=torch.float64) for m, d in DIMS.items()},
                 torch.randint(0, n.head.out_dim, (9,))) for i, n in zip((0, 2), nets)}
     alpha, eta = 0.3, 0.05
@@ -75,6 +77,42 @@ def test_chain_rule_update_equals_autograd_of_the_clients_losses(combine):
                                    atol=1e-6, rtol=0)
     torch.testing.assert_close(tahn.tasks.weight[1], ref.tasks.weight[1], atol=0, rtol=0)  # not sampled: unchanged
     assert any(not torch.allclose(a, b) for a, b in zip(tahn.phi(), ref.phi()))
+
+
+def test_per_layer_decoder_generates_each_layer_whole_from_one_head_per_size():
+    """Eq. 9's theta_{i,v} = g(c_i (+) z_v): one decoder row per layer node (no chunks), one
+    head per layer size, shared by same-size layers and told apart by their role embeddings;
+    every generated weight depends on its head, and heads are seeded by size, not by arrival."""
+    nets = _tiny_clients()
+    graphs = [build_graph(n, list(DIMS)) for n in nets]
+    kw = dict(embed_dim=8, gnn_widths=[6, 5], task_dim=4, combine="concat", hidden=7, chunk=16, max_chunks=64,
+              chunk_dim=3, decoder="per_layer", head_seed=5)
+    tahn = TAHN(vocab_sizes(len(DIMS)), 2, **kw)
+    layouts = [ClientLayout.of(g, 16, 64, torch.device("cpu")) for g in graphs]
+    for net, g, lay in zip(nets, graphs, layouts):
+        assert len(lay.rows_node) == len(set(g.param_node.tolist()))  # one row per layer node
+        assert sum(size * rows for size, rows in lay.segments) == lay.num_params == sum(
+            p.numel() for p in net.parameters())
+    sizes = set().union(*(lay.sizes for lay in layouts))
+    new = tahn.generator.ensure_heads(sizes)
+    assert {int(k) for k in tahn.generator.heads} == sizes and len(new) == 2 * len(sizes)
+    assert tahn.generator.ensure_heads(sizes) == []  # made once
+    theta = tahn(layouts[0], 0)
+    assert theta.shape == (layouts[0].num_params,) and torch.isfinite(theta).all()
+    theta.sum().backward()
+    assert all(tahn.generator.heads[str(s)].weight.grad is not None for s in layouts[0].sizes)
+    # the same heads whichever client's sizes arrive first
+    other = TAHN(vocab_sizes(len(DIMS)), 2, **kw)
+    for size in sorted(sizes, reverse=True):
+        other.generator.ensure_heads({size})
+    for k, head in tahn.generator.heads.items():
+        assert torch.equal(head.weight, other.generator.heads[k].weight)
+
+
+def test_chunked_decoder_refuses_a_layer_beyond_its_chunks():
+    (net, _) = _tiny_clients()
+    with pytest.raises(ConfigError, match="max_chunks"):
+        ClientLayout.of(build_graph(net, list(DIMS)), 2, 3, torch.device("cpu"), "chunked")
 
 
 # --------------------------------------------------------------------------- the ledger

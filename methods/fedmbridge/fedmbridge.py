@@ -71,9 +71,12 @@ class FedMBridgeConfig:
     combine: str = field(default="concat", metadata={"help": "role-task fusion in Eq. 9 (Table 3: concat or sum)",
                                                      "choices": ("concat", "sum")})
     hidden: int = field(default=64, metadata={"help": "hidden width of the node decoder MLP", "min": 1, "max": 65_536})
-    chunk: int = field(default=128, metadata={"help": "weights generated per decoder output", "min": 1, "max": 65_536})
-    max_chunks: int = field(default=1024, metadata={"help": "chunks one node may need", "min": 1, "max": 1_000_000})
-    chunk_dim: int = field(default=16, metadata={"help": "width of the chunk-index embedding", "min": 1, "max": 65_536})
+    decoder: str = field(default="per_layer", metadata={
+        "help": "how phi2 outputs a layer (methods/fedmbridge/tahn.py): per_layer (Eq. 9: each layer whole, one output head per layer size) or chunked (chunk values at a time through one shared output layer, for layers too large for a head)",
+        "choices": ("per_layer", "chunked")})
+    chunk: int = field(default=128, metadata={"help": "weights per decoder output (decoder: chunked)", "min": 1, "max": 65_536})
+    max_chunks: int = field(default=1024, metadata={"help": "chunks one node may need (decoder: chunked)", "min": 1, "max": 1_000_000})
+    chunk_dim: int = field(default=16, metadata={"help": "width of the chunk-index embedding (decoder: chunked)", "min": 1, "max": 65_536})
     server_lr: float = field(default=0.001, metadata={"help": "TAHN learning rate eta (Table 5, for SGD: 0.005-0.07)",
                                                       "positive": True})
     server_optimizer: str = field(default="adam", metadata={
@@ -111,6 +114,7 @@ class FedMBridge(AMFLAlgorithm):
     """FedMBridge: a topology-aware hypernetwork generates each client's weights from its architecture graph (Algorithm 1)."""
 
     Config = FedMBridgeConfig
+    revision = 2  # 2: each layer generated whole (decoder: per_layer) by default, issue 28
     has_setup = True
     upload_keys = (r"arch\.(features|edges|param_node|param_shape|spec)", "delta", disclosed(r"public\..+"))
 
@@ -123,7 +127,8 @@ class FedMBridge(AMFLAlgorithm):
                              gnn_widths=list(c.gnn_widths[:c.gnn_layers]), task_dim=c.task_dim, combine=c.combine,
                              hidden=c.hidden, chunk=c.chunk, max_chunks=c.max_chunks, chunk_dim=c.chunk_dim,
                              extension=graph_categories(),
-                             extension_seed=stream_seed(ctx.seed, "fedmbridge/tahn/graph")).to(ctx.device)
+                             extension_seed=stream_seed(ctx.seed, "fedmbridge/tahn/graph"), decoder=c.decoder,
+                             head_seed=stream_seed(ctx.seed, "fedmbridge/tahn/heads")).to(ctx.device)
         groups = [{"params": self.tahn.phi(), "weight_decay": c.server_weight_decay},
                   {"params": [self.tahn.tasks.weight], "weight_decay": 0.0}]
         self.opt = SERVER_OPTIMIZERS[c.server_optimizer](groups, lr=c.server_lr)
@@ -146,7 +151,10 @@ class FedMBridge(AMFLAlgorithm):
     def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:
         for cid, up in uploads.items():
             self.layouts[self.index[cid]] = ClientLayout.of(ArchGraph.from_payload(up), self.cfg.chunk,
-                                                            self.cfg.max_chunks, self.ctx.device)
+                                                            self.cfg.max_chunks, self.ctx.device, self.cfg.decoder)
+        heads = self.tahn.generator.ensure_heads(set().union(*(lay.sizes for lay in self.layouts.values())))
+        if heads:  # per_layer: the heads of the layer sizes the clients have, trained with phi
+            self.opt.add_param_group({"params": heads, "weight_decay": self.cfg.server_weight_decay})
         replies = {cid: self._theta(cid) for cid in uploads}
         if self.distills:
             self.specs = {cid: {SPEC_KEY: up[SPEC_KEY]} for cid, up in uploads.items()}

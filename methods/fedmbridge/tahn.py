@@ -10,11 +10,18 @@
   not clipped at zero); with L = 0 the role embedding is the embedded features.
 * ``WeightGenerator`` (phi2, Eq. 9): an MLP node decoder on [c_i (+) z_v]; (+) is
   concatenation (default) or sum (Table 3's ablation; the task embedding is then mapped to
-  S by a Linear, as F != S). Paper silent on tensors larger than one output: each node's
-  parameters are generated in chunks of ``chunk`` values, the decoder also reading a
-  learned embedding of the chunk's index (as graph hypernetworks do), and each tensor is
-  scaled by 1/sqrt(fan_in) so generated layers start in the range a standard
-  initialization gives, whatever their width.
+  S by a Linear, as F != S). Eq. 9 reads theta_{i,v} = g(c_i (+) z_v): one decoder output
+  per layer node. Default (``decoder: per_layer``): a shared trunk, then one output head
+  per layer size (the node's parameter count), so every layer is generated whole and two
+  layers of one size share a head, told apart by their role embeddings. The alternative
+  (``decoder: chunked``, for layers too large for a head of their own, say beyond ~10^5
+  weights where a head's hidden x n matrix dominates the server's memory) cuts each node's
+  parameters into chunks of ``chunk`` values sharing one output layer, the decoder also
+  reading a learned embedding of the chunk's index (as graph hypernetworks do); on
+  multiview_digits that one 64 -> 128 layer had to make 377,792 weights and starved the
+  hypernetwork (issue 28: test ACC 0.36 at 60 rounds, against 0.63 generating whole layers).
+  Either way each tensor is scaled by 1/sqrt(fan_in) so generated layers start in the range
+  a standard initialization gives, whatever their width.
 * ``ClientLayout``: for one uploaded graph, which decoder outputs make up the flat theta_i
   (in the client's ``model.parameters()`` order) and their scales; computed once.
 """
@@ -68,32 +75,77 @@ class RoleEncoder(nn.Module):
         return z
 
 
+DECODERS = ("per_layer", "chunked")
+
+
+def _output_init(layer: nn.Linear, hidden: int, gen: torch.Generator | None = None) -> None:
+    """Outputs of about unit scale at the start (normalized hidden layer, then this init), so
+    that theta = output / sqrt(fan_in) begins at the scale of a standard initialization."""
+    with torch.no_grad():
+        layer.weight.normal_(0.0, math.sqrt(2.0 / hidden), generator=gen)
+        layer.bias.zero_()
+
+
 class WeightGenerator(nn.Module):
-    """phi2: the node decoder g_nodec([c_i (+) z_v], chunk index) -> ``chunk`` weights."""
+    """phi2: the node decoder g_nodec([c_i (+) z_v]) -> the node's weights: whole, through the
+    head of its size (``per_layer``), or ``chunk`` at a time with a chunk index (``chunked``)."""
 
     def __init__(self, task_dim: int, role_dim: int, combine: str, hidden: int, chunk: int,
-                 max_chunks: int, chunk_dim: int) -> None:
+                 max_chunks: int, chunk_dim: int, decoder: str = "per_layer", head_seed: int = 0) -> None:
         super().__init__()
+        if decoder not in DECODERS:
+            raise ConfigError(f"fedmbridge decoder must be one of {', '.join(DECODERS)}, got '{decoder}'")
         self.combine = combine
+        self.decoder = decoder
         self.task_proj = nn.Linear(task_dim, role_dim) if combine == "sum" else None
         width = role_dim if combine == "sum" else task_dim + role_dim
-        self.chunk_embed = nn.Embedding(max_chunks, chunk_dim)
-        self.mlp = nn.Sequential(nn.Linear(width + chunk_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
-                                 nn.LayerNorm(hidden, elementwise_affine=False), nn.ReLU(), nn.Linear(hidden, chunk))
+        chunked = decoder == "chunked"
+        self.chunk_embed = nn.Embedding(max_chunks, chunk_dim) if chunked else None
+        trunk = [nn.Linear(width + (chunk_dim if chunked else 0), hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                 nn.LayerNorm(hidden, elementwise_affine=False), nn.ReLU()]
+        self.mlp = nn.Sequential(*trunk, nn.Linear(hidden, chunk)) if chunked else nn.Sequential(*trunk)
+        if chunked:
+            _output_init(self.mlp[-1], hidden)
+        self.heads = nn.ModuleDict()  # per_layer: str(layer size) -> Linear(hidden, size)
+        self.hidden = hidden
+        self.head_seed = head_seed
         self.chunk = chunk
         self.max_chunks = max_chunks
-        # outputs of about unit scale at the start (normalized hidden layer, then this init), so
-        # that theta = output / sqrt(fan_in) begins at the scale of a standard initialization
-        nn.init.normal_(self.mlp[-1].weight, std=math.sqrt(2.0 / hidden))
-        nn.init.zeros_(self.mlp[-1].bias)
 
-    def forward(self, c: Tensor, z: Tensor, rows_node: Tensor, rows_chunk: Tensor) -> Tensor:
-        """Decoder outputs [R, chunk] for rows (node, chunk index)."""
+    def ensure_heads(self, sizes: set[int]) -> list[nn.Parameter]:
+        """Create the output heads of layer sizes not seen yet (per_layer), each from a seed of
+        its own size, so the order in which clients arrive changes no weight; returns their
+        parameters (for the server's optimizer)."""
+        new: list[nn.Parameter] = []
+        if self.decoder != "per_layer":
+            return new
+        device = next(self.mlp.parameters()).device
+        dtype = next(self.mlp.parameters()).dtype
+        for size in sorted(sizes):
+            if str(size) in self.heads:
+                continue
+            head = nn.Linear(self.hidden, size)
+            _output_init(head, self.hidden, torch.Generator().manual_seed((self.head_seed * 1_000_003 + size) % 2**63))
+            self.heads[str(size)] = head.to(device=device, dtype=dtype)
+            new += list(self.heads[str(size)].parameters())
+        return new
+
+    def forward(self, c: Tensor, z: Tensor, rows_node: Tensor, rows_chunk: Tensor,
+                segments: tuple[tuple[int, int], ...] = ()) -> Tensor:
+        """Decoder outputs, flat: [R * chunk] for rows (node, chunk index) when chunked; the
+        concatenated heads' outputs for rows grouped by size (``segments``: (size, rows))."""
         if self.task_proj is not None:
             h = z[rows_node] + self.task_proj(c).expand(len(rows_node), -1)
         else:
             h = torch.cat([c.expand(len(rows_node), -1), z[rows_node]], dim=-1)
-        return self.mlp(torch.cat([h, self.chunk_embed(rows_chunk)], dim=-1))
+        if self.chunk_embed is not None:
+            return self.mlp(torch.cat([h, self.chunk_embed(rows_chunk)], dim=-1)).reshape(-1)
+        hidden = self.mlp(h)
+        parts, row = [], 0
+        for size, count in segments:
+            parts.append(self.heads[str(size)](hidden[row:row + count]).reshape(-1))
+            row += count
+        return torch.cat(parts)
 
 
 @dataclass
@@ -102,29 +154,46 @@ class ClientLayout:
 
     graph: ArchGraph
     rows_node: Tensor     # [R] node of each decoder row
-    rows_chunk: Tensor    # [R] chunk index within its node
-    gather: Tensor        # [P_total] position in the flattened [R, chunk] output
+    rows_chunk: Tensor    # [R] chunk index within its node (chunked; zeros when per_layer)
+    gather: Tensor        # [P_total] position in the flattened decoder output
     scale: Tensor         # [P_total] 1/sqrt(fan_in) of the tensor each value belongs to
+    segments: tuple[tuple[int, int], ...] = ()  # per_layer: (layer size, rows) in row order
 
     @property
     def num_params(self) -> int:
         return int(self.gather.numel())
 
+    @property
+    def sizes(self) -> set[int]:
+        """The layer sizes whose heads this client needs (per_layer)."""
+        return {size for size, _ in self.segments}
+
     @classmethod
-    def of(cls, graph: ArchGraph, chunk: int, max_chunks: int, device: torch.device) -> "ClientLayout":
+    def of(cls, graph: ArchGraph, chunk: int, max_chunks: int, device: torch.device,
+           decoder: str = "per_layer") -> "ClientLayout":
         node, (numel, fan_in) = graph.param_node, graph.param_shape.t()
         per_node: dict[int, int] = {}
         for v, n in zip(node.tolist(), numel.tolist()):
             per_node[v] = per_node.get(v, 0) + n
         rows_node, rows_chunk, start = [], [], {}
-        for v in sorted(per_node):
-            k = math.ceil(per_node[v] / chunk)
-            if k > max_chunks:
-                raise ConfigError(f"fedmbridge: a layer of {per_node[v]} weights needs {k} chunks of {chunk}; "
-                                  f"raise algorithm.max_chunks (now {max_chunks}) or algorithm.chunk")
-            start[v] = len(rows_node) * chunk
-            rows_node += [v] * k
-            rows_chunk += list(range(k))
+        segments: list[tuple[int, int]] = []
+        if decoder == "per_layer":  # one row per node, grouped by size (one head call per size)
+            for size in sorted(set(per_node.values())):
+                nodes = [v for v in sorted(per_node) if per_node[v] == size]
+                for v in nodes:
+                    start[v] = sum(s * k for s, k in segments) + size * nodes.index(v)
+                segments.append((size, len(nodes)))
+                rows_node += nodes
+            rows_chunk = [0] * len(rows_node)
+        else:
+            for v in sorted(per_node):
+                k = math.ceil(per_node[v] / chunk)
+                if k > max_chunks:
+                    raise ConfigError(f"fedmbridge: a layer of {per_node[v]} weights needs {k} chunks of {chunk}; "
+                                      f"raise algorithm.max_chunks (now {max_chunks}) or algorithm.chunk")
+                start[v] = len(rows_node) * chunk
+                rows_node += [v] * k
+                rows_chunk += list(range(k))
         gather, scale, used = [], [], {v: 0 for v in per_node}
         for v, n, f in zip(node.tolist(), numel.tolist(), fan_in.tolist()):
             gather.append(torch.arange(start[v] + used[v], start[v] + used[v] + n))
@@ -132,7 +201,7 @@ class ClientLayout:
             used[v] += n
         return cls(graph, torch.as_tensor(rows_node, dtype=torch.long, device=device),
                    torch.as_tensor(rows_chunk, dtype=torch.long, device=device), torch.cat(gather).to(device),
-                   torch.cat(scale).to(device))
+                   torch.cat(scale).to(device), tuple(segments))
 
 
 class TAHN(nn.Module):
@@ -140,12 +209,14 @@ class TAHN(nn.Module):
 
     def __init__(self, vocab: tuple[int, ...], num_clients: int, *, embed_dim: int, gnn_widths: list[int],
                  task_dim: int, combine: str, hidden: int, chunk: int, max_chunks: int, chunk_dim: int,
-                 extension: tuple[int, ...] = (), extension_seed: int = 0) -> None:
+                 extension: tuple[int, ...] = (), extension_seed: int = 0, decoder: str = "per_layer",
+                 head_seed: int = 0) -> None:
         super().__init__()
         self.role = RoleEncoder(vocab, embed_dim, gnn_widths, extension, extension_seed)
         self.tasks = nn.Embedding(num_clients, task_dim)
         nn.init.normal_(self.tasks.weight, std=1.0 / math.sqrt(task_dim))
-        self.generator = WeightGenerator(task_dim, self.role.out_dim, combine, hidden, chunk, max_chunks, chunk_dim)
+        self.generator = WeightGenerator(task_dim, self.role.out_dim, combine, hidden, chunk, max_chunks, chunk_dim,
+                                         decoder, head_seed)
 
     def phi(self) -> list[nn.Parameter]:
         """The shared parameters (phi1 and phi2), without the task embeddings."""
@@ -156,7 +227,7 @@ class TAHN(nn.Module):
         g = layout.graph
         z = self.role(g.features.to(layout.gather.device), g.edges.to(layout.gather.device))
         c = self.tasks.weight[index:index + 1]
-        out = self.generator(c, z, layout.rows_node, layout.rows_chunk).reshape(-1)
+        out = self.generator(c, z, layout.rows_node, layout.rows_chunk, layout.segments)
         return out[layout.gather] * layout.scale
 
 

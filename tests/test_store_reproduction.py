@@ -1,0 +1,72 @@
+"""A stored cell re-run from its record reproduces it bit for bit on the CPU (issue 28).
+
+For each store family (graph, KG, AMFL) the cheapest learned cell among the committed small
+stores that are current (not pending a re-run, see results/pending_rerun.json) is re-run from
+its record alone: its config, its seed and its thread count (``provenance.threads``; CPU
+reductions depend on it), through the engine as `run` would. Its metrics must equal the
+stored ones exactly. A family whose every store is pending is skipped with that reason; it
+comes back the moment one of its stores lands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmark.config import build_run_config
+from benchmark.engine import Engine
+from benchmark.results import ResultStore, pending_stores, stale_reasons
+from benchmark.sweep import latest_records, load_suite
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACKS = {"graph": ("multimodal_graph_tasks", "node_classification"), "kg": ("kg_completion",),
+          "amfl": ("amfl",)}
+REFERENCES = {"chance", "linear", "centralized"}
+
+
+def _family(track: str) -> str | None:
+    return next((f for f, names in TRACKS.items() if any(track.startswith(n) for n in names)), None)
+
+
+def cheapest(family: str) -> dict | None:
+    """The fastest ok, clean, current, one-thread record of a learned method in the family."""
+    pending = pending_stores(ROOT / "results")
+    best = None
+    for store in sorted((ROOT / "results").glob("*/small.jsonl")):
+        name = store.parent.name
+        if name in pending or not (ROOT / "benchmark" / "suites" / f"{name}.yaml").is_file():
+            continue
+        suite = load_suite(name)
+        if _family(str(suite.spec.get("track", ""))) != family:
+            continue
+        cells = {c.cell_id: c for c in suite.cells("small")}
+        for r in latest_records(ResultStore(store).read(), set(cells)):
+            prov = r["provenance"]
+            if (r["status"] != "ok" or prov.get("git_dirty") or prov.get("threads") != 1
+                    or r["algorithm"]["name"] in REFERENCES or r["algorithm"].get("constant_scores")
+                    or stale_reasons(r, build_run_config(cells[r["cell_id"]].config))):
+                continue
+            if best is None or r["wall_time_s"] < best["wall_time_s"]:
+                best = r
+    return best
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(TRACKS))
+def test_a_stored_cell_reruns_to_its_stored_metrics(family, tmp_path):
+    record = cheapest(family)
+    if record is None:
+        pytest.skip(f"no current {family} store: all are pending a re-run (results/pending_rerun.json)")
+    cfg = dict(record["config"])
+    cfg["output"] = {**cfg["output"], "checkpoint_dir": str(tmp_path / "ckpt"), "results_dir": str(tmp_path / "res")}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(int(record["provenance"]["threads"]))
+    try:
+        again = Engine(build_run_config(cfg)).run(resume=False)
+    finally:
+        torch.set_num_threads(threads)
+    assert again["status"] == "ok"
+    assert again["metrics"] == record["metrics"], (record["suite"], record["params"], record["seed"])
+    assert again["provenance"]["protocol"] == record["provenance"]["protocol"]
