@@ -441,8 +441,9 @@ def _failed_record(cell: Cell, reason: str, rnd: int = -1) -> dict[str, Any]:
             "timestamp": now_iso()}
 
 
-def execute_cell(cell: Cell, threads: int = 1) -> dict[str, Any]:
-    """Run one cell in this process and return its record (ok or failed); stores nothing."""
+def execute_cell(cell: Cell, threads: int = 1, backend: str = "joblib") -> dict[str, Any]:
+    """Run one cell in this process and return its record (ok or failed); stores nothing.
+    ``backend`` names the sweep backend that ran it, in the record."""
     torch.set_num_threads(max(1, threads))
     from benchmark.engine import Engine
 
@@ -453,19 +454,23 @@ def execute_cell(cell: Cell, threads: int = 1) -> dict[str, Any]:
         tb = traceback.extract_tb(e.__traceback__)
         where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
         record = _failed_record(cell, f"{type(e).__name__}: {e}{where}")
-    return stamp(cell, record)
+    return stamp(cell, record, backend)
 
 
-def stamp(cell: Cell, record: dict[str, Any]) -> dict[str, Any]:
-    """The cell's identity on its record (suite, scale, id, grid values, seed, worker)."""
+def stamp(cell: Cell, record: dict[str, Any], backend: str = "joblib",
+          worker_pid: int | None = None) -> dict[str, Any]:
+    """The cell's identity on its record (suite, scale, id, grid values, seed), the sweep
+    backend that ran it and the worker process (-1 when the driver records a worker's death)."""
     record.update({"suite": cell.suite, "scale": cell.scale, "cell_id": cell.cell_id, "params": cell.params,
-                   "seed": cell.seed, "worker_pid": os.getpid()})
+                   "seed": cell.seed, "sweep_backend": backend,
+                   "worker_pid": os.getpid() if worker_pid is None else worker_pid})
     return record
 
 
-def failed_cell(cell: Cell, reason: str) -> dict[str, Any]:
-    """The record of a cell whose worker died or raised outside the engine."""
-    return stamp(cell, _failed_record(cell, reason))
+def failed_cell(cell: Cell, reason: str, backend: str = "joblib") -> dict[str, Any]:
+    """The record of a cell whose worker died or raised outside the engine: recorded by the
+    driver, which is not the worker, so no worker pid is claimed."""
+    return stamp(cell, _failed_record(cell, reason), backend, worker_pid=-1)
 
 
 def run_cell(cell: Cell, results_path: str, threads: int = 1) -> dict[str, Any]:
@@ -765,6 +770,9 @@ def done_cells(cells: list[Cell], records: list[dict[str, Any]], retry_failed: b
     if stale:
         log.warning("%d stored cells are stale and run again (%s); --keep-stale keeps them",
                     sum(stale.values()), "; ".join(f"{n} x {why}" for why, n in sorted(stale.items())))
+    failed = sum(1 for cid in done if latest[cid].get("status") != "ok")
+    if failed:
+        log.warning("%d stored cells failed and are not run again; --retry-failed runs them", failed)
     return done
 
 

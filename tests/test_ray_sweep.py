@@ -64,6 +64,12 @@ def test_ray_sweep_records_equal_the_joblib_backend(tmp_path, monkeypatch, capsy
     import ray
 
     assert not ray.is_initialized(), "the local Ray instance this sweep started is shut down"
+    # each record names its backend and the process that ran it: a Ray worker, not this driver
+    for d, backend in (("ray", "ray"), ("joblib", "joblib")):
+        recs = [json.loads(line) for line in (tmp_path / d / "ci" / "tiny.jsonl").read_text().splitlines()]
+        assert {r["sweep_backend"] for r in recs} == {backend}
+        if backend == "ray":
+            assert os.getpid() not in {r["worker_pid"] for r in recs}
 
 
 def test_killed_ray_sweep_resumes_only_missing_cells(tmp_path):

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from benchmark.config import build_run_config
@@ -123,6 +124,7 @@ def test_isolate_runs_every_cell_in_its_own_fresh_process(tmp_path, isolate):
     records, ran = run_suite(load_suite(str(path)), "tiny", jobs=1, results_dir=tmp_path / "res", progress=False)
     assert ran == 2 and all(r["status"] == "ok" for r in records)
     pids = {r["worker_pid"] for r in records}
+    assert {r["sweep_backend"] for r in records} == {"joblib"}
     if isolate:
         assert len(pids) == 2 and os.getpid() not in pids
     else:
@@ -234,3 +236,34 @@ def test_a_higher_task_protocol_version_makes_records_stale(monkeypatch):
     R.load_plugins()
     monkeypatch.setattr(R.TASKS.get("node_cls"), "protocol_version", 7, raising=False)
     assert stale_reasons(record, cfg) == ["protocol"]
+
+
+def test_a_higher_algorithm_revision_makes_records_stale(monkeypatch):
+    """A method whose computation changed with no config key to show it (issue 28: FedMBridge's
+    generator) raises its revision; records made before it, which carry none, go stale."""
+    from benchmark import registry as R
+    from benchmark.results import protocol_hash, provenance, stale_reasons
+
+    cfg = build_run_config({"algorithm": {"name": "fedavg"}})
+    record = {"provenance": {"protocol": protocol_hash(cfg)}, "config": cfg.to_dict()}
+    assert stale_reasons(record, cfg) == []
+    R.load_plugins()
+    monkeypatch.setattr(R.ALGORITHMS.get("fedavg"), "revision", 3, raising=False)
+    assert stale_reasons(record, cfg) == ["algorithm revision: 1 -> 3"]
+    record["provenance"] = provenance(cfg, "a", "r", torch.device("cpu"))
+    assert record["provenance"]["algorithm_revision"] == 3 and stale_reasons(record, cfg) == []
+
+
+def test_failed_cells_are_kept_with_a_hint_to_retry(caplog):
+    from benchmark.sweep import done_cells
+
+    suite = load_suite(str(Path(__file__).resolve().parent.parent / "benchmark" / "suites" / "ci.yaml"))
+    cells = suite.cells("tiny")[:2]
+    records = [{"cell_id": cells[0].cell_id, "status": "failed", "config": {}, "provenance": {}}]
+    with caplog.at_level("WARNING", logger="benchmark.sweep"):
+        assert done_cells(cells, records) == {cells[0].cell_id}
+    assert "1 stored cells failed and are not run again; --retry-failed runs them" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="benchmark.sweep"):
+        assert done_cells(cells, records, retry_failed=True) == set()
+    assert "failed" not in caplog.text

@@ -37,7 +37,7 @@ from benchmark.threads import ENV as THREADS_ENV
 def _cell_task(cell: Cell, threads: int) -> dict[str, Any]:
     """What a Ray worker runs: one cell, its record returned to the driver (never stored here)."""
     start = time.perf_counter()
-    record = execute_cell(cell, threads)
+    record = execute_cell(cell, threads, backend="ray")
     record[CELL_SECONDS] = time.perf_counter() - start
     return record
 
@@ -117,7 +117,7 @@ def run_cells_ray(todo: list[Cell], store_path: str, threads: int, jobs: int, is
             try:
                 record = ray.get(ref)
             except Exception as e:  # noqa: BLE001 - a dead worker or a task error fails this cell only
-                record = failed_cell(cell, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                record = failed_cell(cell, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", "ray")
             store.append({k: v for k, v in record.items() if k != CELL_SECONDS})
             claims.pop(ref).release()
             tick(bar, walls, jobs, record)
