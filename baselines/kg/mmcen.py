@@ -54,6 +54,7 @@ class MMCen(KGAlgorithm):
 
     centralized = True
     multimodal = True
+    revision = 2  # 2: projected modality rows bounded to the structural scale (proj_norm: rms), HidE's cheaper forward (issue 27)
     upload_keys: ClassVar[tuple[str, ...]] = ()
 
     def client_update(self, client: KGClientData, state: dict, received: Payload, rnd: int) -> Payload:

@@ -102,6 +102,7 @@ class DualViewKG(KGAlgorithm):
     federated = True
     has_setup = True
     multimodal = True
+    revision = 2  # 2: projected modality rows bounded to the structural scale (proj_norm: rms), HidE's cheaper forward (issue 27)
     personalized = True
     upload_keys = ("entity_ids", "entity", "num_train", r"proj\..+\.(weight|bias)", r"fusion\..+")
 
@@ -118,6 +119,7 @@ class DualViewKG(KGAlgorithm):
             sm = type(cm)(client.num_entities, client.num_relations, self.task_cfg,
                           _mix(self.ctx.seed, client.cid, 17), self.ctx.feature_dims, self.fusion)
             sm.decoder = cm.decoder
+            sm.proj_norm = cm.proj_norm
             if hasattr(cm, "view_decoders"):
                 sm.view_decoders = cm.view_decoders
             if "warm_start" in state:  # both views start from the pre-training stage's rows

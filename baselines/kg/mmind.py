@@ -17,4 +17,5 @@ class MMInd(KGAlgorithm):
 
     personalized = True
     multimodal = True
+    revision = 2  # 2: projected modality rows bounded to the structural scale (proj_norm: rms), HidE's cheaper forward (issue 27)
     upload_keys = ()

@@ -29,4 +29,5 @@ class MMFedE(KGAlgorithm):
     federated = True
     has_setup = True
     multimodal = True
+    revision = 2  # 2: projected modality rows bounded to the structural scale (proj_norm: rms), HidE's cheaper forward (issue 27)
     upload_keys = ("entity_ids", "entity", "num_train", r"proj\..+\.(weight|bias)", r"fusion\..+")
