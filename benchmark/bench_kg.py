@@ -8,6 +8,11 @@ and trained by ``KGAlgorithm.batch_objective`` through the core loop (``LocalLoo
 blocks of ``KGSizes.block`` batches read back once per block as an epoch is. Aten ops per training step are counted for both
 (a ``TorchDispatchMode``): on a GPU every op is at least one kernel launch, so the count
 predicts launch overhead even where it cannot be timed.
+
+``bench kg --imputers`` (``bench_imputers``) instead times the imputers' cost on the engine's
+multimodal path: seconds per training batch of MMFedE-AE and MMFeD3-HidE on the same
+federation (FB15K-237-Fed3 by default), client and sizes, and their ratio (issue 27: HidE at
+most 3x MMFedE-AE).
 """
 
 from __future__ import annotations
@@ -277,3 +282,107 @@ def bench_kg(data: KGData, harness: tuple, sizes: KGSizes, dev: torch.device) ->
     return {"source": data.source, "device": str(dev), "harness_pos_per_s": sizes.positives / h_s,
             "reference_pos_per_s": sizes.positives / r_s, "harness_ops": h_ops, "reference_ops": r_ops,
             "harness_eval_s": h_eval, "reference_eval_s": r_eval, "deterministic": det_line}
+
+
+# --------------------------------------------------------------------------- imputer cost
+# ``bench kg --imputers``: per-batch seconds of MMFedE-AE and MMFeD3-HidE side by side (issue
+# 27: HidE's training batch must cost at most 3x MMFedE-AE's). Both run the engine's own
+# client code (``Algorithm.client_update``) on the same federation, client and sizes; the
+# engine builds the federation through its registered builder, so this core module still
+# imports nothing from the data or algorithm layers.
+
+IMPUTER_PAIRS: tuple[tuple[str, str], ...] = (("mmfede", "ae"), ("mmfed3", "hide"))
+IMPUTER_LABELS = {("mmfede", "ae"): "MMFedE-AE", ("mmfed3", "hide"): "MMFeD3-HidE"}
+# FB15K-237-Fed3 as the mmfed3 suites build it (r = 50%, alpha = 0.1, random fill); hashing
+# text features (offline and fast; the encoder changes the projections' width only, which
+# both methods share, not the imputers' cost)
+IMPUTER_DATA: tuple[str, ...] = (
+    "dataset.name=fb15k237", "dataset.text_encoder=hashing", "partition.name=relation_id", "partition.num_clients=3",
+    "missing.name=kg_items", "missing.alpha=0.1", "missing.rate=0.5", "missing.fill=random",
+)
+
+
+class _QueryWindow:
+    """The engine's task with ``train_queries`` cut to a moving window of ``size`` queries,
+    so one ``client_update`` (one local epoch) is exactly one timed block of batches; every
+    other attribute is the task's own."""
+
+    def __init__(self, task, size: int) -> None:  # type: ignore[no-untyped-def]
+        self._task, self._size, self._pos, self._full = task, size, 0, None
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._task, name)
+
+    def train_queries(self, client) -> Tensor:  # type: ignore[no-untyped-def]
+        if self._full is None:
+            self._full = self._task.train_queries(client)
+        full, s = self._full, self._pos
+        idx = torch.arange(s, s + self._size, device=full.device) % len(full)
+        self._pos = (s + self._size) % len(full)
+        return full[idx]
+
+
+def imputer_step_fn(engine, cid: int, sizes: KGSizes) -> Callable[[], object]:  # type: ignore[no-untyped-def]
+    """One local epoch of ``sizes.block`` batches of client ``cid`` through the algorithm's
+    ``client_update`` (the engine's call), with a persistent client state (model, optimizer)."""
+    import dataclasses
+
+    ctx = engine._context()
+    ctx = dataclasses.replace(ctx, task=_QueryWindow(ctx.task, sizes.batch * sizes.block))
+    algo = engine.algo_cls(engine.algo_cfg, ctx)
+    client = next(c for c in engine.clients if c.cid == cid)
+    state: dict = {}
+    rnd = [0]
+
+    def step() -> object:
+        rnd[0] += 1
+        return algo.client_update(client, state, {}, rnd[0])
+
+    return step
+
+
+def bench_imputers(sizes: KGSizes, device: str = "cpu", data: tuple[str, ...] | list[str] = IMPUTER_DATA,
+                   pairs: tuple[tuple[str, str], ...] = IMPUTER_PAIRS, cid: int = 0) -> dict:
+    """Per-batch training seconds of each ``(algorithm, imputer)`` of ``pairs`` (default
+    MMFedE-AE and MMFeD3-HidE) on client ``cid`` of the federation ``data`` names, the steps
+    taking turns (``median_seconds``), and each one's ratio to the first; prints a table and
+    returns the numbers."""
+    from tabulate import tabulate
+
+    from benchmark.config import load_config
+    from benchmark.engine import Engine
+    from benchmark.federation import build_federation
+    from benchmark.registry import load_plugins
+
+    load_plugins()
+
+    def config(algo: str, imputer: str):  # type: ignore[no-untyped-def]
+        return load_config(None, [*data, "task.name=kg_completion", "task.decoder=rotate", "task.loss=softmax_ce",
+                                  f"task.dim={sizes.dim}", f"task.gamma={sizes.gamma}", f"task.num_negatives={sizes.negatives}",
+                                  f"task.batch_size={sizes.batch}", f"train.lr={sizes.lr}", "train.local_epochs=1",
+                                  f"train.device={device}", f"seed={sizes.seed}", f"algorithm.name={algo}",
+                                  f"algorithm.imputer={imputer}"])
+
+    cfgs = [config(a, i) for a, i in pairs]
+    t0 = time.perf_counter()
+    fed = build_federation(cfgs[0])
+    build_s = time.perf_counter() - t0
+    engines = [Engine(cfg, fed=fed, audit=False) for cfg in cfgs]
+    steps = [imputer_step_fn(e, cid, sizes) for e in engines]
+    client = next(c for c in engines[0].clients if c.cid == cid)
+    dev = engines[0].device
+    for step in steps:
+        step()  # the first call creates the models and Adam's state
+    ops = [count_ops(step) / sizes.block for step in steps]
+    secs = [s / sizes.block for s in median_seconds(steps, dev, sizes.warmup, sizes.timed)]
+    labels = [IMPUTER_LABELS.get(p, f"{p[0]} ({p[1]})") for p in pairs]
+    print(f"bench kg --imputers: {cfgs[0].dataset.name}, {len(fed.clients)} clients ({fed.meta().modalities}); "
+          f"client {cid}: {client.num_entities} entities, {client.num_train} training triples; RotatE dim {sizes.dim}, "
+          f"batch {sizes.batch}, {sizes.negatives} negatives; device {dev}, torch threads {torch.get_num_threads()}; "
+          f"federation built in {build_s:.1f}s; median of {sizes.timed} local epochs of {sizes.block} batches "
+          f"(client_update) after {sizes.warmup} warm-up, the methods taking turns")
+    rows = [[lab, f"{s:.4f}", f"{s / secs[0]:.2f}x", f"{o:,.0f}"] for lab, s, o in zip(labels, secs, ops)]
+    print(tabulate(rows, headers=["run", "s / batch (median)", f"ratio to {labels[0]}", "aten ops / batch"],
+                   tablefmt="github"))
+    return {"labels": labels, "seconds_per_batch": secs, "ratio": [s / secs[0] for s in secs], "ops_per_batch": ops,
+            "device": str(dev), "entities": client.num_entities}

@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--warmup", type=int, default=2, help="kg: warm-up blocks")
     b.add_argument("--eval-limit", type=int, default=0, help="kg: test triples evaluated (0 = all)")
     b.add_argument("--data-root", default=None, help="kg: where FB15k-237.tar.gz is (else $FEDMM_DATA_ROOT, the mirror)")
+    b.add_argument("--imputers", action="store_true",
+                   help="kg: instead, seconds per training batch of MMFedE-AE and MMFeD3-HidE side by side and their "
+                        "ratio, on FB15K-237-Fed3 (client 0, r = 50%%) at --dim/--batch/--negatives")
+    b.add_argument("--block", type=int, default=8, help="kg: batches per timed block")
 
     d = sub.add_parser("demo", help="run the demo suite, print its table, write table and plot (the default)")
     d.add_argument("--jobs", type=int, default=2)
@@ -301,10 +305,18 @@ def cmd_bench(a: argparse.Namespace) -> int:
         from benchmark.bench import run_bench_kg
         from benchmark.bench_kg import KGSizes
 
-        if min(a.dim, a.batch, a.negatives, a.timed) < 1 or a.warmup < 0 or a.eval_limit < 0:
-            raise BenchmarkError("bench kg: --dim, --batch, --negatives and --timed must be >= 1; --warmup, --eval-limit >= 0")
+        if min(a.dim, a.batch, a.negatives, a.timed, a.block) < 1 or a.warmup < 0 or a.eval_limit < 0:
+            raise BenchmarkError("bench kg: --dim, --batch, --negatives, --timed and --block must be >= 1; --warmup, "
+                                 "--eval-limit >= 0")
+        if a.imputers:
+            from benchmark.bench_kg import IMPUTER_DATA, bench_imputers
+
+            root = () if a.data_root is None else (f"dataset.root={a.data_root}",)
+            bench_imputers(KGSizes(dim=a.dim, batch=a.batch, negatives=a.negatives, timed=a.timed, warmup=a.warmup,
+                                   block=a.block), a.device, (*IMPUTER_DATA, *root))
+            return 0
         run_bench_kg(a.device, KGSizes(dim=a.dim, batch=a.batch, negatives=a.negatives, timed=a.timed, warmup=a.warmup,
-                                   eval_limit=a.eval_limit), root=a.data_root)
+                                   eval_limit=a.eval_limit, block=a.block), root=a.data_root)
         return 0
     from benchmark.bench import bench_fedavg
 

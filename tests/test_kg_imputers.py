@@ -196,3 +196,15 @@ def test_hide_runs_are_deterministic_and_none_adds_nothing(tmp, fed):
     plain, eng = run(tmp, fed, "mmfede", rounds=2)
     model = eng.sim.states[fed.clients[0].cid]["model"]
     assert model.imputer is None and not any(k.startswith("imputer") for k in model.state_dict())
+
+
+def test_hide_sampler_option_reaches_the_imputer(tmp, fed):
+    """algorithm.hide_sampler picks HidE's evaluation imputation (step by default, chain: the
+    paper's reverse chain); a bad value is a ConfigError naming the option."""
+    for sampler in ("step", "chain"):
+        eng = Engine(kg_cfg(tmp, "mmfede", rounds=1, algo_params={"imputer": "hide", "hide_sampler": sampler}), fed=fed)
+        eng.run()
+        model = next(iter(eng.sim.states.values()))["model"]
+        assert isinstance(model.imputer, HidEImputer) and model.imputer.sampler == sampler
+    with pytest.raises(ConfigError, match="hide_sampler"):
+        kg_cfg(tmp, "mmfede", algo_params={"imputer": "hide", "hide_sampler": "ddim"})

@@ -28,7 +28,7 @@ from benchmark.algorithm import Algorithm, Broadcast
 from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from baselines.kg.fusions import KG_FUSIONS, build_fusion, fusion_payload
-from baselines.kg.imputers import (KG_IMPUTERS, RECON_NETS, ImputerOptions, KGImputer, build_imputer, hyper_modal,
+from baselines.kg.imputers import (HIDE_SAMPLERS, KG_IMPUTERS, RECON_NETS, ImputerOptions, KGImputer, build_imputer, hyper_modal,
                                    split_blocks)
 from benchmark.kge import DECODERS, build_decoder
 from benchmark.training import LocalLoop, LoopLog, shuffled_batches
@@ -257,6 +257,7 @@ class KGAlgorithm(Algorithm):
         beta_up: float = field(default=5e-2, metadata={"help": "HidE last noise variance beta_T, before scaling by noise_scale (seed: 5e-2)", "positive": True})
         noise_scale: float = field(default=1e-4, metadata={"help": "HidE scale s of both beta bounds (seed: 1e-4, DiffRec convention)", "positive": True})
         recon_net: str = field(default="cra", metadata={"help": "HidE reconstruction network predicting x0 from (x_t, t): cra, ae, mlp or mha", "choices": RECON_NETS})
+        hide_sampler: str = field(default="step", metadata={"help": "HidE's imputation at evaluation: step (one reconstruction pass from a seeded step, as in training) or chain (the paper's T-step reverse chain; slower, and on the tiny KG lower, see HidEImputer)", "choices": HIDE_SAMPLERS})
         imputer_heads: int = field(default=4, metadata={"help": "attention heads of HidE's mha reconstruction net", "min": 1, "max": 1_024})
         proj_norm: str = field(default="rms", metadata={"help": "bound on the projected modality blocks W_m x_m (KGEClient.modality_blocks): rms (every row rescaled to the structural rows' initial RMS, embedding_range / sqrt(3), before and after an imputer) or none (unbounded, as records made before issue 27)", "choices": PROJ_NORMS})
         pretrained: str = field(default="none", metadata={"help": "start from a pre-training stage, outside this run's round budget (benchmark/stages.py): none, or fede (a structure-only FedE run on the same federation and seed gives S^c and the local relations, seed Sec. IV-A); cached, so the cells that share it run it once", "choices": ("none", "fede")})
@@ -271,7 +272,7 @@ class KGAlgorithm(Algorithm):
         def imputer_options(self) -> ImputerOptions:
             return ImputerOptions(hidden=list(self.imputer_hidden), steps=self.diffusion_steps, beta_low=self.beta_low,
                                   beta_up=self.beta_up, noise_scale=self.noise_scale, recon_net=self.recon_net,
-                                  heads=self.imputer_heads, drop=self.imputer_drop)
+                                  heads=self.imputer_heads, drop=self.imputer_drop, sampler=self.hide_sampler)
 
     def __init__(self, cfg: Any, ctx: Any) -> None:
         super().__init__(cfg, ctx)

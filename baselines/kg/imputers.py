@@ -57,6 +57,7 @@ from benchmark.registry import Registry
 KG_IMPUTERS: Registry[Any] = Registry("kg imputer")
 
 RECON_NETS = ("ae", "mlp", "mha", "cra")
+HIDE_SAMPLERS = ("step", "chain")  # HidE's evaluation imputation (HidEImputer)
 TIME_DIM = 16  # width of the diffusion-step embedding fed to HidE's reconstruction net
 
 
@@ -72,6 +73,7 @@ class ImputerOptions:
     recon_net: str = "cra"     # HidE's x0-prediction network
     heads: int = 4             # attention heads of the mha reconstruction net
     drop: float = 0.3          # P(hide an observed modality block from the L_DI input)
+    sampler: str = "step"      # HidE's evaluation imputation: step (as in training) or chain (T-step reverse chain)
 
     def __post_init__(self) -> None:
         if any(int(h) < 1 for h in self.hidden) or (self.hidden and len(self.hidden) != 3):
@@ -86,6 +88,8 @@ class ImputerOptions:
             raise ConfigError(f"attention heads must be >= 1, got {self.heads}")
         if not 0.0 <= self.drop < 1.0:
             raise ConfigError(f"imputer drop probability must be in [0, 1), got {self.drop}")
+        if self.sampler not in HIDE_SAMPLERS:
+            raise ConfigError(f"HidE sampler must be one of {', '.join(HIDE_SAMPLERS)}, got '{self.sampler}'")
 
 
 def masked_mse(pred: Tensor, target: Tensor, mask: Tensor) -> Tensor:
@@ -309,26 +313,63 @@ class MMINImputer(KGImputer):
 
 @KG_IMPUTERS.register("hide")
 class HidEImputer(KGImputer):
-    """HidE: diffusion on x0 = M*H; the reconstruction net predicts x0 from (x_t, t); masked MSE at t ~ U(1, T); reverse chain of posterior means from x_T; missing entries only are imputed.
+    """HidE: diffusion on x0 = M*H; the reconstruction net predicts x0 from (x_t, t); masked MSE at t ~ U(1, T); one reconstruction pass per row imputes, in training and evaluation alike; missing entries only are imputed.
 
     Schedule: ``beta_t`` linear from ``s * beta_low`` to ``s * beta_up`` (t = 1..T); the
     scale ``s`` multiplies both ends, as in DiffRec (the paper's reference [89] for s), so
     the paper's 5e-4..5e-2 with s = 1e-4 gives betas 5e-8..5e-6: a near-deterministic
     denoiser chain. ``q(x_t | x0) = N(sqrt(abar_t) x0, (1 - abar_t) I)``.
 
-    Training: ``L_DI = masked_mse(net(x_t, t), H)`` with one uniformly drawn step per entity
-    (paper Eq. 7-8). Imputation (train and eval alike, so the KGE loss trains what is
-    evaluated): draw ``x_T ~ q(x_T | x0)``, then for ``t = T..1`` predict ``x0_hat =
-    net(x_t, t)`` and step to the posterior mean ``mu~_t(x_t, x0_hat)`` (Eq. 15, 17; the
-    last step returns ``x0_hat`` itself since ``abar_0 = 1``); finally ``H~ = M*H + (1-M)*x0_hat``
-    (Eq. 6). Training draws noise from the global RNG (seeded by the engine; part of the
-    checkpoint), evaluation from a generator seeded by the client, so scoring the same
-    model twice gives the same numbers.
+    One reconstruction pass (``one_step``): each row draws a step ``t ~ U(1, T)`` and
+    noise, ``x_t ~ q(x_t | x0)``, and the net predicts ``x0_hat = net(x_t, t)`` once, as a
+    DDPM/DiffRec denoiser is trained.
+
+    - Training: ``L_DI = masked_mse(x0_hat, H)`` on observed entries (paper Eq. 7-8:
+      ``L_DI = E_{t ~ U(1,T)} L_t``, "we uniformly sample t ~ U(1, T)"; App. B.B Eq. 21, the
+      masked ELBO, is a sum of exactly these single-step terms). The imputation that feeds
+      the KGE loss is the same kind of pass on the fully observed input ``M*H``: ``H~ =
+      M*H + (1-M)*x0_hat`` (Eq. 6). With hidden blocks (``drop`` > 0) the L_DI rows (input
+      ``K*H``) and the imputation rows (``M*H``) go through the net as one stacked batch of
+      ``2 n`` rows (every reconstruction net is row-wise, so stacking changes nothing but
+      the kernel count); with ``drop`` = 0 they are the same rows and one pass of ``n``
+      rows gives both. Cost: one CRA pass (3 AE blocks) over ``2 n`` rows, against AE's two
+      AE passes over ``n``.
+    - Evaluation (``sampler: step``, the default): the same pass, its steps and noise drawn
+      from a generator seeded by the client, so scoring the same model twice gives the
+      same numbers and the KGE model is scored on the imputations it was trained on.
+      ``sampler: chain`` runs the paper's reverse process instead (``reverse``): ``x_T ~
+      q(x_T | x0)``, then for ``t = T..1`` ``x0_hat = net(x_t, t)`` and a step to the
+      posterior mean ``mu~_t(x_t, x0_hat)`` (Eq. 15, 17; the last step returns ``x0_hat``
+      since ``abar_0 = 1``).
+
+    Why not the reverse chain (issue 27). It was run in training with gradient, ``T`` CRA
+    passes plus the L_DI pass: 18 AE-block passes over every client entity per batch at
+    T = 5, and MMFeD3-HidE's batch cost 3.5x MMFedE-AE's (``bench kg --imputers``,
+    FB15K-237-Fed3 client 0, dim 32, batch 1024, 256 negatives, one CPU thread: 1.18 s
+    against 0.34 s; now 2.3x, 0.86 s against 0.37 s). The paper's objective trains the net only through single-step
+    predictions; the chain adds no term to it, and in DDPM/DiffRec it is the sampler of
+    inference. The paper does not say which output feeds L_KGC in training (Alg. 2 line 6,
+    "HidE processes E^c"). Training on the one-step imputation and evaluating on the chain
+    was measured and rejected: the chain feeds the net its own partly filled predictions,
+    inputs it never sees in training (there the missing entries are zero plus the step's
+    noise), and a residual net (CRA) adds its fill again at each step. MMFeD3-HidE test
+    MRR, (chain in training and evaluation) / (one pass in training, chain in evaluation) /
+    (one pass in both): tiny synthetic KG (kg_smoke, 3 seeds) 0.530 / 0.413 / 0.552 with
+    unbounded projections (``proj_norm: none``), 0.563 / 0.555 / 0.568 with ``rms``;
+    fb15k237_small Fed3 (24 rounds, seeds 0-1, ``rms``) 0.333 / 0.317 / 0.329. Considered
+    and not taken: imputing only a batch's rows saves nothing with uniform negatives (every
+    row is touched, ``KGEClient.modality_blocks``), and reusing imputations across an epoch
+    would train L_KGC on stale values that no longer depend on the current S, W_m and
+    imputer (Eq. 12 trains them jointly).
+
+    Noise: training draws steps, noise and hidden blocks from the global RNG (seeded by the
+    engine; part of the checkpoint), so a run is reproduced by its seed. Nothing reads
+    validation or test data: the input is the client's own rows and features.
     """
 
     def __init__(self, width: int, block: int, opts: ImputerOptions, seed: int) -> None:
         super().__init__(width, block, opts, seed)
-        self.steps = opts.steps
+        self.steps, self.sampler = opts.steps, opts.sampler
         betas = torch.linspace(opts.noise_scale * opts.beta_low, opts.noise_scale * opts.beta_up,
                                opts.steps, dtype=torch.float64)
         alphas = 1.0 - betas
@@ -362,14 +403,28 @@ class HidEImputer(KGImputer):
         i = (t - 1).long()
         return self.sqrt_abar[i].unsqueeze(1) * x0 + self.sqrt_one_minus_abar[i].unsqueeze(1) * noise
 
+    def _generator(self) -> torch.Generator | None:
+        """None in training (the global RNG); in evaluation a CPU generator seeded by the client."""
+        return None if self.training else torch.Generator().manual_seed(self.seed)
+
+    def _draw(self, like: Tensor, gen: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        """Per-row steps ``t ~ U(1, T)`` and noise like ``like`` (drawn on the CPU from ``gen``
+        when given, then moved)."""
+        n = like.shape[0]
+        if gen is None:
+            return torch.randint(1, self.steps + 1, (n,), device=like.device), torch.randn_like(like)
+        t = torch.randint(1, self.steps + 1, (n,), generator=gen)
+        noise = torch.randn(like.shape, generator=gen, dtype=like.dtype)
+        return t.to(like.device), noise.to(like.device)
+
     def _noise(self, like: Tensor) -> Tensor:
-        if self.training:
+        gen = self._generator()
+        if gen is None:
             return torch.randn_like(like)
-        gen = torch.Generator().manual_seed(self.seed)
         return torch.randn(like.shape, generator=gen, dtype=like.dtype).to(like.device)
 
     def reverse(self, x0: Tensor) -> Tensor:
-        """x0_hat after the reverse chain from ``x_T ~ q(x_T | x0)``."""
+        """x0_hat after the reverse chain from ``x_T ~ q(x_T | x0)`` (``sampler: chain``)."""
         n = x0.shape[0]
         T = self.steps
         x_t = self.q_sample(x0, torch.full((n,), T, device=x0.device), self._noise(x0))
@@ -380,15 +435,38 @@ class HidEImputer(KGImputer):
             x_t = self.coef_xt[t - 1] * x_t + self.coef_x0[t - 1] * pred
         return pred
 
+    def one_step(self, inp: Tensor, gen: torch.Generator | None = None) -> Tensor:
+        """``x0_hat(x_t, t)``: one step ``t ~ U(1, T)`` and fresh noise per row, one pass."""
+        t, noise = self._draw(inp, gen)
+        return self.x0_hat(self.q_sample(inp, t, noise), t)
+
     def impute(self, x0: Tensor) -> Tensor:
-        return self.reverse(x0)
+        """The imputation of ``forward`` outside training: one pass with seeded draws, or the
+        reverse chain (``sampler``)."""
+        if self.sampler == "chain":
+            return self.reverse(x0)
+        return self.one_step(x0, self._generator())
 
     def di_loss(self, K: Tensor, H: Tensor, M: Tensor, cached: Tensor | None) -> Tensor:
-        """One uniformly drawn step per entity (the chain output is not the training target)."""
-        inp = K * H
-        t = torch.randint(1, self.steps + 1, (inp.shape[0],), device=inp.device)
-        x_t = self.q_sample(inp, t, torch.randn_like(inp))
-        return masked_mse(self.x0_hat(x_t, t), H.detach(), M)
+        """One uniformly drawn step per entity; ``cached`` = ``one_step(K * H)`` if done."""
+        return masked_mse(self.one_step(K * H) if cached is None else cached, H.detach(), M)
+
+    def forward(self, H: Tensor, M: Tensor) -> Tensor:
+        """Evaluation: the base rule with ``impute``. Training: one stacked reconstruction
+        pass gives both L_DI and the imputation (see the class docstring)."""
+        if not self.training:
+            return super().forward(H, M)
+        M = M.to(H.dtype)
+        x0 = M * H
+        n = x0.shape[0]
+        if self.drop > 0:
+            K = self.hide_blocks(M)
+            pred = self.one_step(torch.cat([x0, K * H], dim=0))
+            H_hat, self.loss = pred[:n], self.di_loss(K, H, M, pred[n:])
+        else:
+            H_hat = self.one_step(x0)
+            self.loss = self.di_loss(M, H, M, H_hat)
+        return x0 + (1.0 - M) * H_hat
 
 
 def build_imputer(name: str, width: int, block: int, opts: ImputerOptions, seed: int) -> KGImputer | None:
