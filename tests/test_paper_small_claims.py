@@ -136,32 +136,40 @@ def test_fig6_ae_and_cra_lead_and_mha_is_last(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def fedmpo_ablation() -> dict[tuple[str, str], float]:
-    """(setting, variant) -> the column's headline metric, mean over seeds."""
+def fedmpo_ablation() -> dict[tuple[str, str], dict[int, float]]:
+    """(setting, variant) -> {seed: the column's headline metric}."""
     _, records, _ = load_small("fedmpo_ablation")
     metric = {"ele_fashion": "test/accuracy", "dy": "test/auc", "toys": "test/recall@5"}
-    out: dict[tuple[str, str], list[float]] = defaultdict(list)
+    out: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     for r in records:
         p = r["params"]
-        out[(p["setting"], p["variant"])].append(r["metrics"][metric[p["setting"]]])
-    return {k: sum(v) / len(v) for k, v in out.items()}
+        out[(p["setting"], p["variant"])][r["seed"]] = r["metrics"][metric[p["setting"]]]
+    return out
 
 
-def test_fedmpo_ablation_only_agmg_matters_on_node_classification(fedmpo_ablation):
-    """On FB15K-237 typing (Ele-fashion's stand-in), removing the topology-aware generation
-    (AGMG) costs 2.0 points of accuracy; the other three removals stay within 0.7 of the full
-    model (w/o MoE is 0.7 above it). The paper's Fig. 3 has every removal below the full model."""
-    full = fedmpo_ablation[("ele_fashion", "full")]
-    assert 0.015 < full - fedmpo_ablation[("ele_fashion", "wo_agmg")] < 0.025
-    for variant in ("wo_moe", "wo_align", "wo_relagg"):
-        assert abs(fedmpo_ablation[("ele_fashion", variant)] - full) < 0.008, variant
+def _mean(by_seed: dict[int, float]) -> float:
+    return sum(by_seed.values()) / len(by_seed)
 
 
-def test_fedmpo_ablation_tiktok_columns_do_not_separate_the_variants(fedmpo_ablation):
-    """TikTok link prediction: the full model has the highest mean AUC, but every removal is
-    within 0.026 of it (one seed std of the full model is 0.048)."""
-    dy = {v: s for (g, v), s in fedmpo_ablation.items() if g == "dy"}
-    assert max(dy, key=dy.get) == "full" and dy["full"] - min(dy.values()) < 0.03
+def test_fedmpo_ablation_no_removal_separates_on_node_classification(fedmpo_ablation):
+    """Under issue 26's protocol, on FB15K-237 typing (Ele-fashion's stand-in) every removal is
+    within 2.1 points of the full model's mean accuracy and none is above it by more than 0.5
+    (w/o Align, +0.3); the paper's Fig. 3 has every removal below the full model."""
+    full = _mean(fedmpo_ablation[("ele_fashion", "full")])
+    for variant in ("wo_agmg", "wo_moe", "wo_align", "wo_relagg"):
+        gap = full - _mean(fedmpo_ablation[("ele_fashion", variant)])
+        assert -0.005 < gap < 0.021, (variant, gap)
+
+
+def test_fedmpo_ablation_the_moe_costs_tiktok_link_prediction_and_retrieval(fedmpo_ablation):
+    """On TikTok, replacing the missing-aware experts by the mean of the modality vectors (w/o
+    MoE) is best in every seed: link prediction AUC 59-66 against the full model's 52.5-53.4,
+    retrieval R@5 16.6-19.8 against 13.3-14.8. The paper has the MoE helping."""
+    for setting in ("dy", "toys"):
+        full, wo_moe = fedmpo_ablation[(setting, "full")], fedmpo_ablation[(setting, "wo_moe")]
+        assert all(wo_moe[s] > full[s] + 0.015 for s in full), setting
+        others = [v for (g, v) in fedmpo_ablation if g == setting and v != "wo_moe"]
+        assert all(all(wo_moe[s] > fedmpo_ablation[(setting, v)][s] for s in full) for v in others), setting
 
 
 # --------------------------------------------------------------------------- FedMGS sensitivity (Fig. 3)
