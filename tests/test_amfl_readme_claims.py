@@ -22,14 +22,16 @@ def _reference_acc() -> dict[str, float]:
             for label, cell in ref["cells"].items()}
 
 
-def test_readme_tiny_amfl_accuracies_are_the_reference_and_fedmbridge_trails():
+def test_readme_tiny_amfl_accuracies_are_the_reference_and_fedmbridge_is_above_hyperpfl_only():
     acc = _reference_acc()
     readme = (ROOT / "README.md").read_text()
-    sentence = re.search(r"At tiny scale FedMBridge trails the others \(ACC ([0-9.]+); ([^)]*)\)", readme)
+    sentence = re.search(r"At tiny scale FedMBridge, generating each layer whole, is above HyperPFL and below the "
+                         r"rest \(ACC ([0-9.]+); ([^)]*)\)", readme)
     assert sentence, "the README's AMFL tiny-scale sentence is gone or reworded; update this test with it"
     stated = {"FedMBridge": float(sentence.group(1))}
     stated.update({name: float(v) for name, v in re.findall(r"([A-Za-z*]+) ([0-9.]+)", sentence.group(2))})
     assert set(stated) == set(LABELS)
     for name, value in stated.items():
         assert abs(acc[LABELS[name]] - value) <= 0.005 + 1e-9, (name, value, acc[LABELS[name]])  # 2 decimals
-    assert acc["fedmbridge"] == min(acc.values())
+    others = {k: v for k, v in acc.items() if k in LABELS.values() and k != "fedmbridge"}
+    assert acc["amfl_hyperpfl"] < acc["fedmbridge"] < min(v for k, v in others.items() if k != "amfl_hyperpfl")
