@@ -65,8 +65,9 @@ def test_driver_records_every_cell_and_isolates_a_dead_worker(tmp_path, monkeypa
     fake = _fake_ray(dies=cells[1].cell_id)
     monkeypatch.setattr(ray_sweep, "require", lambda module, backend: fake)
     monkeypatch.setattr(ray_sweep, "execute_cell",
-                        lambda cell, threads: {"status": "ok", "metrics": {"m": cell.params["x"]},
-                                               "cell_id": cell.cell_id, "threads": threads})
+                        lambda cell, threads, backend="joblib": {"status": "ok", "metrics": {"m": cell.params["x"]},
+                                                                 "cell_id": cell.cell_id, "threads": threads,
+                                                                 "sweep_backend": backend})
     store = tmp_path / "s" / "tiny.jsonl"
     bar = _Bar()
     held = ray_sweep.run_cells_ray(cells, str(store), 1, 2, isolate, bar, {c.cell_id: 0 for c in cells}, [],
@@ -81,5 +82,6 @@ def test_driver_records_every_cell_and_isolates_a_dead_worker(tmp_path, monkeypa
     assert "WorkerCrashedError" in records[cells[1].cell_id]["error"]["reason"]
     assert {records[c.cell_id]["status"] for c in (cells[0], cells[2])} == {"ok"}
     assert records[cells[0].cell_id]["threads"] == 2  # torch threads follow the cell's CPUs
+    assert {r["sweep_backend"] for r in records.values()} == {"ray"}  # the dead worker's record too
     assert fake.calls["init"] == fake.calls["shutdown"] == 1
     assert not any((store.parent / "tiny.jsonl.claims").glob("*.json")), "every claim is released"
