@@ -26,7 +26,12 @@ so it applies to every track and to every committed store without re-running any
   reach its best value within another window: a curve that stays far below an earlier best
   is not rising towards anything (its upticks are noise; patience-stopped runs look so).
 
-A run stopped by ``train.patience`` meets neither by construction. Failed cells are not judged.
+The slope rule judges runs that used their whole round budget. A run that ``train.patience``
+stopped has converged by the rule that stopped it: ``patience`` evaluations in a row without
+a new best validation score (the record shows it: fewer rounds run than configured, and at
+least ``patience`` evaluations after its best round). Its last few evaluations can still fit
+a rising line (noise below an earlier best), which the slope rule would misread as progress.
+Failed cells are not judged.
 """
 
 from __future__ import annotations
@@ -76,6 +81,20 @@ def _within_reach(window: list[tuple[int, float]], slope: float, best_value: flo
     return bool(window) and window[-1][1] + slope * span >= best_value
 
 
+def stopped_by_patience(record: dict[str, Any], rounds: list[int] | None = None) -> bool:
+    """Whether early stopping ended the run: fewer rounds run than the budget, and at least
+    ``train.patience`` evaluations after the best round (the engine's stopping rule)."""
+    train = (record.get("config") or {}).get("train") or {}
+    patience, budget = int(train.get("patience") or 0), int(train.get("rounds") or 0)
+    run = int(record.get("rounds_run") or 0)
+    if patience <= 0 or not budget or run >= budget:
+        return False
+    if rounds is None:
+        rounds = _val_curve(record)[0]
+    best = int(record.get("best_round", -1))
+    return sum(r > best for r in rounds) >= patience
+
+
 def convergence(record: dict[str, Any]) -> Convergence | None:
     """The verdict on an ``ok`` record, None for a failed one or one without a curve."""
     if record.get("status") != "ok":
@@ -89,7 +108,9 @@ def convergence(record: dict[str, Any]) -> Convergence | None:
     window_start = run - max(2, math.ceil(SLOPE_SHARE * run))
     window = [(r, v) for r, v in zip(rounds, values) if r >= window_start]
     slope = _slope([r for r, _ in window], [v for _, v in window])
-    if best >= tail_start:
+    if stopped_by_patience(record, rounds):
+        reason = ""
+    elif best >= tail_start:
         reason = f"best round {best} is in the last {TAIL_SHARE:.0%} of {run} rounds"
     elif slope is not None and slope > MAX_SLOPE and _within_reach(window, slope, max(values), run - window_start):
         reason = f"validation still rises by {slope:.4f} per round over the last {SLOPE_SHARE:.0%} of rounds"
@@ -132,9 +153,10 @@ def verdict(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def record_verdict(record: dict[str, Any]) -> dict[str, Any]:
-    """The record's stored ``guard``, or the verdict recomputed for a record made before it existed."""
-    stored = record.get("guard")
-    return stored if isinstance(stored, dict) and "converged" in stored else verdict(record)
+    """The verdict under today's rules. The ``guard`` a record stores is what the engine judged
+    when it wrote it; the verdict reads only the record (curves, rounds, config, spread), so
+    reports judge again and a rule that is corrected applies to every committed store alike."""
+    return verdict(record)
 
 
 @dataclass(frozen=True)
@@ -166,4 +188,4 @@ def count(records: list[dict[str, Any]]) -> GuardCounts:
 
 
 __all__ = ["Convergence", "GuardCounts", "MAX_SLOPE", "SLOPE_SHARE", "SPREAD_EPSILON", "TAIL_SHARE", "collapsed",
-           "convergence", "count", "record_verdict", "spread", "verdict"]
+           "convergence", "count", "record_verdict", "spread", "stopped_by_patience", "verdict"]

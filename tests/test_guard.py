@@ -26,6 +26,25 @@ def test_a_curve_still_rising_after_an_early_spike_is_not_converged():
     assert v.best_round == 15 and not v.converged and v.tail_slope > MAX_SLOPE and "still rises" in v.reason
 
 
+def _patience_record(vals: list[float], budget: int, patience: int) -> dict:
+    rec = _record(vals)
+    rec["config"] = {"train": {"rounds": budget, "patience": patience}}
+    return rec
+
+
+def test_a_run_stopped_by_patience_is_converged_though_its_last_evaluations_rise():
+    """Best 0.425 at round 6, then 10 evaluations below it whose last ones fit a rising line
+    (0.0024 per round, within reach of the best): patience stopped it, so it converged; the
+    same curve from a run that used its whole budget is flagged by the slope rule."""
+    vals = [0.2, 0.3, 0.35, 0.38, 0.4, 0.41, 0.425, 0.42, 0.415, 0.41, 0.405, 0.40, 0.405, 0.41, 0.415, 0.42, 0.421]
+    stopped = _patience_record(vals, budget=60, patience=10)
+    assert convergence(stopped).converged
+    full = _patience_record(vals, budget=len(vals), patience=10)
+    v = convergence(full)
+    assert not v.converged and "still rises" in v.reason
+    assert not convergence(_patience_record(vals, budget=60, patience=11)).converged  # 10 evaluations after the best: not the stop rule
+
+
 def test_a_plateau_is_converged_with_sparse_evaluation_too():
     vals = [0.1, 0.3, 0.5, 0.6, 0.62] + [0.62] * 15
     assert convergence(_record(vals, best=4)).converged
