@@ -335,8 +335,23 @@ def test_fb15k237_typing_checks_pinned_sha(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- magb
 
 
+# File names of the MAGB release (huggingface.co/datasets/Sherirto/MAGB), written out here
+# rather than taken from the loader so that a regression of its defaults fails these tests.
+# Per folder: (prefix, RoBERTa-base text feature file); the token length in the name is the
+# release's, per dataset. Source: sktsherlock/SUPRA run_mag_baseline_suite.sh and
+# plot/plot_analysis_ntk.py (feature files), UniMAG README (<prefix>.csv, <prefix>Graph.pt).
+MAGB_RELEASE = {
+    "Movies": ("Movies", "Movies_roberta_base_512_mean.npy"),
+    "Toys": ("Toys", "Toys_roberta_base_512_mean.npy"),
+    "Grocery": ("Grocery", "Grocery_roberta_base_256_mean.npy"),
+    "Reddit-S": ("RedditS", "RedditS_roberta_base_100_mean.npy"),
+    "Reddit-M": ("RedditM", "RedditM_roberta_base_100_mean.npy"),
+}
+MAGB_TEXT_FILE = dict(MAGB_RELEASE.values())  # prefix -> text feature file
+
+
 def write_magb(d: Path, prefix: str, rows: list[tuple[int, int, str, str]], dims: tuple[int, int] = (5, 4)) -> None:
-    """rows: (id, label, neighbors literal, text)."""
+    """rows: (id, label, neighbors literal, text). Files carry the release's names for ``prefix``."""
     d.mkdir(parents=True, exist_ok=True)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -346,7 +361,7 @@ def write_magb(d: Path, prefix: str, rows: list[tuple[int, int, str, str]], dims
     rng = np.random.default_rng(1)
     (d / "TextFeature").mkdir(exist_ok=True)
     (d / "ImageFeature").mkdir(exist_ok=True)
-    np.save(d / "TextFeature" / f"{prefix}_roberta_base_512_mean.npy", rng.standard_normal((len(rows), dims[0])))
+    np.save(d / "TextFeature" / MAGB_TEXT_FILE[prefix], rng.standard_normal((len(rows), dims[0])))
     img = rng.standard_normal((len(rows), dims[1])).astype(np.float32)
     img[2 % len(rows)] = 0.0  # no image for node 2
     np.save(d / "ImageFeature" / f"{prefix}_openai_clip-vit-large-patch14.npy", img)
@@ -401,6 +416,129 @@ def test_magb_missing_feature_names_places(tmp_path: Path) -> None:
     rel = "Toys/ImageFeature/Toys_openai_clip-vit-large-patch14.npy"
     assert "missing data file" in msg and str(tmp_path / "magb" / rel) in msg and str(tmp_path / rel) in msg
     assert str(tmp_path / "no-mirror" / "magb" / rel) in msg and "huggingface.co/datasets/Sherirto/MAGB" in msg
+
+
+def write_magb_release(folder: Path, subset: str, table: str = "neighbors", seed: int = 0) -> dict[str, np.ndarray]:
+    """A 4-node copy of one MAGB release folder, every file under the release's name.
+
+    ``table`` picks the adjacency columns of the CSV: ``neighbors``, ``amazon`` (MAGB's
+    ``also_buy`` / ``also_view``) or ``reddit`` (``also_posted``, text in ``caption``). The
+    DGL graph file is a placeholder (the loader does not read it). Returns the arrays written.
+    """
+    prefix, text_file = MAGB_RELEASE[subset]
+    d = folder / subset
+    (d / "TextFeature").mkdir(parents=True)
+    (d / "ImageFeature").mkdir()
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    if table == "amazon":
+        writer.writerow(["id", "category", "text", "also_buy", "also_view", "second_category", "label"])
+        writer.writerows([(0, "c", "a red film", "[1]", "[2, 1]", "x", 1), (1, "c", "blue", "[]", "[0]", "y", 0),
+                          (2, "c", "", "[]", "[3]", "z", 2), (3, "c", "green", "[]", "[]", "x", 1)])
+    elif table == "reddit":
+        writer.writerow(["id", "subreddit", "caption", "url", "also_posted", "label"])
+        writer.writerows([(0, "r/a", "a cat", "u", "[0, 1]", 1), (1, "r/b", "a dog", "u", "[0, 1]", 0),
+                          (2, "r/c", "", "u", "[2, 3]", 2), (3, "r/a", "sky", "u", "[2, 3]", 1)])
+    else:
+        writer.writerow(["id", "label", "neighbors", "text"])
+        writer.writerows([(0, 1, "[1, 2]", "a"), (1, 0, "[0]", "b"), (2, 2, "[3]", "c"), (3, 1, "[]", "d")])
+    (d / f"{prefix}.csv").write_text(buf.getvalue())
+    (d / f"{prefix}Graph.pt").write_bytes(b"DGL graph placeholder")
+    rng = np.random.default_rng(seed)
+    arrays = {"text": rng.standard_normal((4, 6)).astype(np.float32),
+              "image": rng.standard_normal((4, 3)).astype(np.float32)}
+    np.save(d / "TextFeature" / text_file, arrays["text"])
+    np.save(d / "ImageFeature" / f"{prefix}_openai_clip-vit-large-patch14.npy", arrays["image"])
+    return arrays
+
+
+@pytest.mark.parametrize("subset", list(MAGB_RELEASE))
+def test_magb_reads_release_file_names(tmp_path: Path, subset: str) -> None:
+    """Default options read exactly the release's files of each MAGB dataset (e.g. Grocery's
+    ``_256_`` and Reddit's ``_100_`` RoBERTa files), from a folder laid out like the release."""
+    arrays = write_magb_release(tmp_path / "magb", subset)
+    prefix, text_file = MAGB_RELEASE[subset]
+    loader = MAGB(MAGB.Config(subset=subset, cache_dir=str(tmp_path / "c")))
+    url = f"https://huggingface.co/datasets/Sherirto/MAGB/resolve/main/{subset}"
+    files = loader.files()
+    assert {k: f.name for k, f in files.items()} == {
+        "csv": f"{subset}/{prefix}.csv",
+        "text": f"{subset}/TextFeature/{text_file}",
+        "image": f"{subset}/ImageFeature/{prefix}_openai_clip-vit-large-patch14.npy",
+    }
+    assert files["text"].url == f"{url}/TextFeature/{text_file}"
+    ds = loader.load(tmp_path)
+    assert_graph(ds)
+    assert ds.meta["files"]["text"] == str(tmp_path / "magb" / subset / "TextFeature" / text_file)
+    assert torch.equal(ds.features["text"], torch.from_numpy(arrays["text"]))
+    assert torch.equal(ds.features["image"], torch.from_numpy(arrays["image"]))
+    assert ds.y.tolist() == [1, 0, 2, 1] and und_edges(ds) == {(0, 1), (0, 2), (2, 3)}
+
+
+def test_magb_feature_options_override_release_names(tmp_path: Path) -> None:
+    """text_feature / image_feature name other files of the folder ({prefix} expands)."""
+    write_magb_release(tmp_path / "magb", "Reddit-S")
+    d = tmp_path / "magb" / "Reddit-S"
+    other = np.arange(8, dtype=np.float32).reshape(4, 2) + 1
+    np.save(d / "TextFeature" / "RedditS_Llama_3.2_1B_Instruct_100_mean.npy", other)
+    np.save(d / "ImageFeature" / "RedditS_Llama-3.2-11B-Vision-Instruct_visual.npy", other * 2)
+    cfg = MAGB.Config(subset="Reddit-S", cache=False,
+                      text_feature="TextFeature/{prefix}_Llama_3.2_1B_Instruct_100_mean.npy",
+                      image_feature="ImageFeature/RedditS_Llama-3.2-11B-Vision-Instruct_visual.npy")
+    ds = MAGB(cfg).load(tmp_path)
+    assert torch.equal(ds.features["text"], torch.from_numpy(other))
+    assert torch.equal(ds.features["image"], torch.from_numpy(other * 2))
+
+
+@pytest.mark.parametrize("subset, table", [("Toys", "amazon"), ("Reddit-M", "reddit")])
+def test_magb_adjacency_from_release_columns(tmp_path: Path, subset: str, table: str) -> None:
+    """A table without ``neighbors`` gives the graph of MAGB's build scripts: also_buy + also_view
+    (Amazon) or also_posted (Reddit); Reddit's text is its ``caption`` column."""
+    write_magb_release(tmp_path / "magb", subset, table=table)
+    ds = MAGB(MAGB.Config(subset=subset, cache=False)).load(tmp_path)
+    assert_graph(ds)
+    if table == "amazon":
+        assert und_edges(ds) == {(0, 1), (0, 2), (2, 3)}
+        assert ds.meta["neighbor_columns"] == ["also_buy", "also_view"]
+    else:
+        assert und_edges(ds) == {(0, 1), (2, 3)}  # self-loops of also_posted dropped
+        assert ds.meta["neighbor_columns"] == ["also_posted"]
+        enc = MAGB(MAGB.Config(subset=subset, cache=False, text_encoder="hashing", text_dim=8)).load(tmp_path)
+        assert enc.meta["text_column"] == "caption" and enc.available[:, 0].tolist() == [True, True, False, True]
+    (tmp_path / "magb" / subset / f"{MAGB_RELEASE[subset][0]}.csv").write_text("id,label\n0,1\n")
+    with pytest.raises(DataError, match=r"missing column\(s\) neighbors or also_buy \+ also_view or also_posted"):
+        MAGB(MAGB.Config(subset=subset, cache=False)).load(tmp_path)
+
+
+def test_magb_missing_release_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    """A missing default file: one line naming the release file, the places searched, the
+    option that points elsewhere and the same-prefix files that are there."""
+    write_magb_release(tmp_path / "magb", "Grocery")
+    d = tmp_path / "magb" / "Grocery"
+    (d / "TextFeature" / "Grocery_roberta_base_256_mean.npy").unlink()
+    np.save(d / "TextFeature" / "Grocery_ModernBERT_base_256_mean.npy", np.zeros((4, 2), np.float32))
+    with pytest.raises(DataError) as e:
+        MAGB(MAGB.Config(subset="Grocery", cache=False)).load(tmp_path)
+    msg = str(e.value)
+    rel = "Grocery/TextFeature/Grocery_roberta_base_256_mean.npy"
+    assert "\n" not in msg and msg.startswith(f"missing data file '{rel}'")
+    assert str(tmp_path / "magb" / rel) in msg and str(tmp_path / rel) in msg
+    assert "dataset.text_feature" in msg and "dataset.text_encoder=hashing|minilm" in msg
+    assert "FEDMM_DATA_ROOT" in msg and "files there: Grocery_ModernBERT_base_256_mean.npy" in msg
+    assert "huggingface.co/datasets/Sherirto/MAGB/resolve/main/" + rel in msg
+
+    (d / "ImageFeature" / "Grocery_openai_clip-vit-large-patch14.npy").unlink()
+    with pytest.raises(DataError) as e:
+        MAGB(MAGB.Config(subset="Grocery", cache=False, text_encoder="hashing")).load(tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and "'Grocery/ImageFeature/Grocery_openai_clip-vit-large-patch14.npy'" in msg
+    assert "dataset.image_feature" in msg and "dataset.text_feature" not in msg
+
+    (d / "Grocery.csv").unlink()
+    with pytest.raises(DataError) as e:
+        MAGB(MAGB.Config(subset="Grocery", cache=False, text_encoder="hashing")).load(tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("missing data file 'Grocery/Grocery.csv'") and "dataset.root" in msg
 
 
 def test_mmgraph_ele_fashion(tmp_path: Path) -> None:
@@ -477,6 +615,24 @@ def test_ninerec_malformed_and_missing(tmp_path: Path) -> None:
         NineRec(NineRec.Config(subset="DY", cache=False)).load(tmp_path)
     assert str(tmp_path / "ninerec" / "DY" / "DY_pair.csv") in str(e.value) and "drive.google.com" in str(e.value)
 
+
+
+def test_ninerec_missing_features_say_they_are_not_in_the_release(tmp_path: Path) -> None:
+    """NineRec ships covers and titles, not features: the missing-file line says so and names the options."""
+    d = tmp_path / "ninerec" / "KU"
+    write_ninerec(d, NR_PAIRS, NR_ITEMS)
+    (d / "KU_image_feat.npy").unlink()
+    with pytest.raises(DataError) as e:
+        NineRec(NineRec.Config(subset="KU", cache=False)).load(tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("missing data file 'KU/KU_image_feat.npy'")
+    assert "not in the NineRec release, which ships KU_cover/ images" in msg and "dataset.image_feature" in msg
+    np.save(d / "KU_image_feat.npy", np.ones((len(NR_ITEMS), 3)))
+    (d / "KU_text_feat.npy").unlink()
+    with pytest.raises(DataError) as e:
+        NineRec(NineRec.Config(subset="KU", cache=False)).load(tmp_path)
+    msg = str(e.value)
+    assert msg.startswith("missing data file 'KU/KU_text_feat.npy'") and "dataset.text_encoder=hashing|minilm" in msg
 
 # --------------------------------------------------------------------------- flickr30k
 

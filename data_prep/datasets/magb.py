@@ -9,19 +9,36 @@ MAGB layout (``https://huggingface.co/datasets/Sherirto/MAGB``, repo sktsherlock
 Each dataset (option ``subset``: Movies, Toys, Grocery, Reddit-S, Reddit-M) is a folder
 ``<Name>/`` whose files use the prefix ``<Name>`` without the dash (``RedditS``)::
 
-    <Name>/<Prefix>.csv                                 one row per node
-    <Name>/TextFeature/<Prefix>_roberta_base_512_mean.npy    [N, 768] (option text_feature)
+    <Name>/<Prefix>.csv                                    one row per node
+    <Name>/TextFeature/<Prefix>_roberta_base_<L>_mean.npy  [N, 768] (option text_feature)
     <Name>/ImageFeature/<Prefix>_openai_clip-vit-large-patch14.npy  [N, 768] (option image_feature)
-    <Name>/<Prefix>Graph.pt                             DGL graph (not read, see below)
+    <Name>/<Prefix>Graph.pt                                DGL graph (not read, see below)
 
-The CSV has a header; the loader uses the columns ``label`` (integer class), ``neighbors``
-(a list literal of node ids, e.g. ``[3, 17]``: MAGB's adjacency), optionally ``id`` (the
-node id that ``neighbors`` refers to; row order otherwise) and ``text`` (only when the text
-modality is encoded from it, ``text_encoder: hashing|minilm``). The graph comes from the
-``neighbors`` column, because ``<Prefix>Graph.pt`` is a DGL binary graph that cannot be
-read without DGL; with ``graph: <file>`` an edge list next to the CSV is used instead
-(``.pt``/``.npy`` tensor ``[2, E]`` or ``[E, 2]``, or text ``u v`` lines), e.g. one saved
-with ``torch.save(torch.stack(g.edges()), "edges.pt")``. Feature rows follow node order.
+``<L>`` is the maximum token length the release used for RoBERTa-base on that dataset, so
+the text file's name differs per dataset (``MAGB_RELEASE_FILES``): 512 for Movies and
+Toys, 256 for Grocery, 100 for Reddit-S and Reddit-M. ``text_feature`` /
+``image_feature`` default to ``auto``, the release's file for the subset; any other value
+is a path inside the dataset folder (``{prefix}`` / ``{name}`` expand to the prefix / the
+subset), e.g. another encoder's file of the release such as
+``TextFeature/{prefix}_Llama_3.2_1B_Instruct_256_mean.npy``. A missing file is one
+``DataError`` line naming the expected file, every place searched, and these options.
+Sources of the names: the per-dataset feature table of ``run_mag_baseline_suite.sh`` and
+``plot/plot_analysis_ntk.py`` in sktsherlock/SUPRA (MAGB's authors, run against a clone of
+the Hugging Face release; ``TextFeature``/``ImageFeature`` of all five datasets), the
+MAGB README (``Movies_roberta_base_512_mean.npy``, ``<Name>Graph.pt``) and the UniMAG
+README's listing of the release (``<Prefix>.csv``, ``<Prefix>Graph.pt`` per folder).
+
+The CSV has a header; the loader uses the columns ``label`` (integer class), the adjacency
+and optionally ``id`` (the node id that the adjacency lists refer to; row order otherwise)
+and the text (only when the text modality is encoded from it, ``text_encoder:
+hashing|minilm``: column ``text``, else ``caption`` as in MAGB's Reddit tables). The
+adjacency is the first present of: ``neighbors`` (a list literal of node ids, e.g.
+``[3, 17]``); ``also_buy`` + ``also_view`` (Amazon tables, joined as MAGB's build script
+joins them into the DGL graph); ``also_posted`` (Reddit tables). The graph comes from the
+CSV because ``<Prefix>Graph.pt`` is a DGL binary graph that cannot be read without DGL;
+with ``graph: <file>`` an edge list next to the CSV is used instead (``.pt``/``.npy``
+tensor ``[2, E]`` or ``[E, 2]``, or text ``u v`` lines), e.g. one saved with
+``torch.save(torch.stack(g.edges()), "edges.pt")``. Feature rows follow node order.
 
 MM-GRAPH layout (``subset: ele-fashion`` or ``books-nc``;
 ``https://huggingface.co/datasets/mm-graph-org/mm-graph``, repo
@@ -61,6 +78,7 @@ from data_prep.datasets.sources import (
     RemoteFile,
     as_int_pairs,
     cached_build,
+    candidate_paths,
     check_edges,
     config_for_key,
     degree_stats,
@@ -76,8 +94,31 @@ from data_prep.datasets.sources import (
 )
 
 DATASET_DIR = "magb"
-LOADER_VERSION = 1
+LOADER_VERSION = 2  # 2: adjacency / text columns of MAGB's own tables (also_buy + also_view, also_posted, caption)
 MAGB_NAMES = ("Movies", "Toys", "Grocery", "Reddit-S", "Reddit-M")
+# The release's default feature files, inside each dataset folder. The RoBERTa-base text
+# features carry the maximum token length used per dataset (512 / 256 / 100) in their name.
+# Source: sktsherlock/SUPRA @ 4c602ca0, run_mag_baseline_suite.sh (TEXT_/VIS_FEATURE_BY_DS_GROUP,
+# group clip_roberta; Reddit-S in plot/plot_analysis_ntk.py), checked with require_file against
+# a clone of huggingface.co/datasets/Sherirto/MAGB.
+MAGB_RELEASE_FILES: dict[str, dict[str, str]] = {
+    "Movies": {"text": "TextFeature/Movies_roberta_base_512_mean.npy",
+               "image": "ImageFeature/Movies_openai_clip-vit-large-patch14.npy"},
+    "Toys": {"text": "TextFeature/Toys_roberta_base_512_mean.npy",
+             "image": "ImageFeature/Toys_openai_clip-vit-large-patch14.npy"},
+    "Grocery": {"text": "TextFeature/Grocery_roberta_base_256_mean.npy",
+                "image": "ImageFeature/Grocery_openai_clip-vit-large-patch14.npy"},
+    "Reddit-S": {"text": "TextFeature/RedditS_roberta_base_100_mean.npy",
+                 "image": "ImageFeature/RedditS_openai_clip-vit-large-patch14.npy"},
+    "Reddit-M": {"text": "TextFeature/RedditM_roberta_base_100_mean.npy",
+                 "image": "ImageFeature/RedditM_openai_clip-vit-large-patch14.npy"},
+}
+# Adjacency columns of a MAGB node table, first match wins: an explicit list, else the
+# columns MAGB's build scripts join into <Prefix>Graph.pt (Amazon: also_view + also_buy,
+# Reddit: also_posted; sktsherlock/MAGB Data/data_processing_utils.py, _for_reddit.py).
+NEIGHBOR_COLUMNS: tuple[tuple[str, ...], ...] = (("neighbors",), ("also_buy", "also_view"), ("also_posted",))
+TEXT_COLUMNS = ("text", "caption")  # Reddit tables keep the post text in ``caption``
+_OPTION = {"text": "dataset.text_feature", "image": "dataset.image_feature", "graph": "dataset.graph"}
 MMGRAPH_NAMES = ("ele-fashion", "books-nc")
 MAGB_URL = "https://huggingface.co/datasets/Sherirto/MAGB/resolve/main"
 MMGRAPH_URL = "https://huggingface.co/datasets/mm-graph-org/mm-graph/resolve/main"
@@ -100,12 +141,15 @@ class MAGB:
             metadata={"help": "Movies, Toys, Grocery, Reddit-S, Reddit-M (MAGB) or ele-fashion, books-nc (MM-GRAPH)", "choices": MAGB_NAMES + MMGRAPH_NAMES},
         )
         text_feature: str = field(
-            default="TextFeature/{prefix}_roberta_base_512_mean.npy",
-            metadata={"help": "MAGB text feature file inside the dataset folder ({prefix} = subset without '-')"},
+            default="auto",
+            metadata={"help": "MAGB text feature file inside the dataset folder; auto = the release's RoBERTa-base "
+                              "file of the subset (TextFeature/<prefix>_roberta_base_<512|256|100>_mean.npy; "
+                              "{prefix} = subset without '-')"},
         )
         image_feature: str = field(
-            default="ImageFeature/{prefix}_openai_clip-vit-large-patch14.npy",
-            metadata={"help": "MAGB image feature file inside the dataset folder"},
+            default="auto",
+            metadata={"help": "MAGB image feature file inside the dataset folder; auto = the release's CLIP file "
+                              "(ImageFeature/<prefix>_openai_clip-vit-large-patch14.npy)"},
         )
         text_encoder: str = field(
             default="file",
@@ -147,17 +191,24 @@ class MAGB:
         prefix = magb_prefix(c.subset)
         names = {"csv": f"{prefix}.csv"}
         if c.text_encoder == "file":
-            names["text"] = c.text_feature.format(prefix=prefix, name=c.subset)
-        names["image"] = c.image_feature.format(prefix=prefix, name=c.subset)
+            names["text"] = self.feature_file("text")
+        names["image"] = self.feature_file("image")
         if c.graph != "csv":
             names["graph"] = c.graph.format(prefix=prefix, name=c.subset)
         src = "Sherirto/MAGB on Hugging Face (no checksum published)"
         return {k: RemoteFile(f"{c.subset}/{v}", f"{MAGB_URL}/{c.subset}/{v}", None, src) for k, v in names.items()}
 
+    def feature_file(self, modality: str) -> str:
+        """The MAGB feature file read for ``modality`` (text / image), relative to the dataset folder."""
+        option = self.cfg.text_feature if modality == "text" else self.cfg.image_feature
+        if option == "auto":
+            return MAGB_RELEASE_FILES[self.cfg.subset][modality]
+        return option.format(prefix=magb_prefix(self.cfg.subset), name=self.cfg.subset)
+
     def load(self, root: Path | None = None) -> GraphDataset:
         """Locate the files of the chosen layout and build (or reuse the cached build)."""
         c = self.cfg
-        paths = {k: locate(spec, DATASET_DIR, root, c.download, verify=False) for k, spec in self.files().items()}
+        paths = {k: self._locate(k, spec, root) for k, spec in self.files().items()}
         if self.is_mmgraph:
             split = paths["labels"].parent / "split.pt"  # optional; must sit with the labels it indexes
             if file_present(split):
@@ -165,6 +216,40 @@ class MAGB:
         build = self._build_mmgraph if self.is_mmgraph else self._build_magb
         return cached_build(c.cache, c.cache_dir, "magb", LOADER_VERSION, config_for_key(c), list(paths.values()),
                             lambda: build(paths))
+
+    def _locate(self, key: str, spec: RemoteFile, root: Path | None) -> Path:
+        """``locate``, with the options that point elsewhere added to a missing-file error (one line)."""
+        try:
+            return locate(spec, DATASET_DIR, root, self.cfg.download, verify=False)
+        except DataError as e:
+            if self.is_mmgraph or not str(e).startswith("missing data file"):
+                raise
+            raise DataError(f"{e}; {self._missing_hint(key, spec, root)}") from None
+
+    def _missing_hint(self, key: str, spec: RemoteFile, root: Path | None) -> str:
+        """How to read another file instead: the option naming it and same-prefix files that do exist."""
+        c = self.cfg
+        option = _OPTION.get(key)
+        if option is None:  # the node table: only its place can change
+            return f"it is the node table of the release folder '{c.subset}': point dataset.root at the folder above it"
+        rel = spec.name.split("/", 1)[1]
+        setting = getattr(c, {"text": "text_feature", "image": "image_feature", "graph": "graph"}[key])
+        now = f"'auto' = the release's {rel}" if setting == "auto" else f"{setting!r} -> {rel}"
+        hint = f"to read another file set {option} (now {now}) to a path inside the '{c.subset}' folder"
+        if key == "text":
+            hint += ", or dataset.text_encoder=hashing|minilm to encode the CSV text instead"
+        seen: list[str] = []
+        pattern = f"{magb_prefix(c.subset)}_*{Path(rel).suffix}" if key != "graph" else f"*{Path(rel).suffix}"
+        for cand in candidate_paths(spec.name, DATASET_DIR, root):
+            try:
+                found = sorted(p.name for p in cand.parent.glob(pattern) if p.is_file())
+            except OSError:
+                continue
+            seen += [f for f in found if f not in seen]
+        if seen:
+            more = f" (+{len(seen) - 6} more)" if len(seen) > 6 else ""
+            hint += f"; files there: {', '.join(seen[:6])}{more}"
+        return hint
 
     # ------------------------------------------------------------------ MAGB
 
@@ -184,7 +269,8 @@ class MAGB:
         else:
             text, av_txt = encode_strings(table["text"], c.text_encoder, c.text_dim, c.cache_dir)
         y = np.asarray(table["label"], dtype=np.int64)
-        return self._assemble(text, image, av_txt, av_img, edges, y, None, paths, "MAGB")
+        columns = {k: table[k] for k in ("neighbor_columns", "text_column") if k in table}
+        return self._assemble(text, image, av_txt, av_img, edges, y, None, paths, "MAGB", columns)
 
     # ------------------------------------------------------------------ MM-GRAPH
 
@@ -220,6 +306,7 @@ class MAGB:
         split: dict[str, np.ndarray] | None,
         paths: dict[str, Path],
         layout: str,
+        extra_meta: dict[str, Any] | None = None,
     ) -> GraphDataset:
         c = self.cfg
         n = y.shape[0]
@@ -252,6 +339,7 @@ class MAGB:
             "class_values": classes.tolist(),
             **degree_stats(edge_index, m),
             "files": {k: str(p) for k, p in paths.items()},
+            **(extra_meta or {}),
         }
         return GraphDataset(
             name=f"magb-{c.subset}",
@@ -283,8 +371,11 @@ def parse_id_list(raw: str) -> list[int]:
 def read_node_csv(path: Path, need: list[str]) -> dict[str, Any]:
     """Labels, adjacency and text of a MAGB node CSV, validated row by row.
 
-    Returns ``label`` (list[int]), ``text`` (list[str], when asked for) and ``edges``
-    (``[2, E]`` node indices, when the ``neighbors`` column is asked for).
+    ``need`` names the logical fields wanted: ``label``, ``neighbors`` (the adjacency: the
+    first present group of ``NEIGHBOR_COLUMNS``, lists joined) and ``text`` (the first
+    present of ``TEXT_COLUMNS``). Returns ``label`` (list[int]), ``text`` (list[str], when
+    asked for) and ``edges`` (``[2, E]`` node indices, when the adjacency is asked for), plus
+    ``neighbor_columns`` / ``text_column``: the columns that were read.
     """
     text = read_text(path)
     csv.field_size_limit(1 << 30)
@@ -294,7 +385,20 @@ def read_node_csv(path: Path, need: list[str]) -> dict[str, Any]:
     except StopIteration:
         raise DataError(f"{path}: line 1: empty file, expected a header row") from None
     cols = {h.strip(): j for j, h in enumerate(header)}
-    missing = [k for k in need if k not in cols]
+    missing: list[str] = []
+    adjacency: tuple[str, ...] = ()
+    text_col: str | None = None
+    for k in need:
+        if k == "neighbors":
+            adjacency = next((g for g in NEIGHBOR_COLUMNS if all(col in cols for col in g)), ())
+            if not adjacency:
+                missing.append(" or ".join(" + ".join(g) for g in NEIGHBOR_COLUMNS))
+        elif k == "text":
+            text_col = next((col for col in TEXT_COLUMNS if col in cols), None)
+            if text_col is None:
+                missing.append(" or ".join(TEXT_COLUMNS))
+        elif k not in cols:
+            missing.append(k)
     if missing:
         raise DataError(f"{path}: line 1: missing column(s) {', '.join(missing)} (columns: {', '.join(cols)})")
     labels: list[int] = []
@@ -317,20 +421,26 @@ def read_node_csv(path: Path, need: list[str]) -> dict[str, Any]:
                     ids.append(int(row[cols["id"]]))
                 except ValueError:
                     raise DataError(f"{path}: line {no}: id {row[cols['id']]!r} is not an integer") from None
-            if "text" in need:
-                texts.append(row[cols["text"]])
-            if "neighbors" in need:
-                try:
-                    neigh.append((no, parse_id_list(row[cols["neighbors"]])))
-                except ValueError:
-                    raise DataError(
-                        f"{path}: line {no}: neighbors {row[cols['neighbors']][:60]!r} is not a list of node ids"
-                    ) from None
+            if text_col is not None:
+                texts.append(row[cols[text_col]])
+            if adjacency:
+                nbrs: list[int] = []
+                for col in adjacency:
+                    try:
+                        nbrs += parse_id_list(row[cols[col]])
+                    except ValueError:
+                        raise DataError(
+                            f"{path}: line {no}: {col} {row[cols[col]][:60]!r} is not a list of node ids"
+                        ) from None
+                neigh.append((no, nbrs))
     except csv.Error as e:
         raise DataError(f"{path}: line {reader.line_num}: malformed CSV ({e})") from None
     out: dict[str, Any] = {"label": labels, "text": texts}
+    if text_col is not None:
+        out["text_column"] = text_col
     n = len(labels)
-    if "neighbors" in need:
+    if adjacency:
+        out["neighbor_columns"] = list(adjacency)
         if ids:
             index = {v: i for i, v in enumerate(ids)}
             if len(index) != n:

@@ -64,8 +64,13 @@ from data_prep.datasets.sources import (
 DATASET_DIR = "ninerec"
 LOADER_VERSION = 1
 NINEREC_NAMES = ("DY", "Bili_Dance", "Bili_Food", "KU", "Bili_Movie", "Bili_Cartoon", "Bili_Music", "QB", "TN")
-NINEREC_URL = "https://drive.google.com/file/d/1C58i4o4S-Bxwu3MgqQn7S0lHGzg5BgV6/view"
+# "Downstream Datasets" link of the NineRec README (westlake-repl/NineRec @ baef644b; the
+# earlier link 1C58i4o4S-... was replaced there in commit 3fd7308a, April 2024).
+NINEREC_URL = "https://drive.google.com/file/d/15RlthgPczrFbP4U7l6QflSImK5wSGP5K/view"
 _SOURCE = f"NineRec (westlake-repl/NineRec), archive at {NINEREC_URL}; no checksum published"
+# Feature files are not part of the release (it ships <Name>_cover/ JPGs and <Name>_item.csv titles).
+_FEATURES = ("not in the NineRec release, which ships {name}_cover/ images and {name}_item.csv titles: "
+             "save {what} in item-file order under this name or point {option} at them{alt}")
 TEXT_ENCODERS = ("file", "hashing", "minilm")
 _HEADER_WORDS = {"item", "item_id", "video_id", "user", "user_id", "timestamp", "title", "title_en", "id"}
 
@@ -99,7 +104,12 @@ class NineRec:
         names = {"pairs": c.pair_file, "items": c.item_file, "image": c.image_feature}
         if c.text_encoder == "file":
             names["text"] = c.text_feature
-        return {k: RemoteFile(f"{c.subset}/{v.format(name=c.subset)}", None, None, _SOURCE) for k, v in names.items()}
+        sources = {"image": _FEATURES.format(what="cover-image features", name=c.subset, option="dataset.image_feature",
+                                             alt=""),
+                   "text": _FEATURES.format(what="title features", name=c.subset, option="dataset.text_feature",
+                                            alt=", or set dataset.text_encoder=hashing|minilm to encode the titles")}
+        return {k: RemoteFile(f"{c.subset}/{v.format(name=c.subset)}", None, None, sources.get(k, _SOURCE))
+                for k, v in names.items()}
 
     def load(self, root: Path | None = None) -> GraphDataset:
         """Locate the files and build (or reuse the cached build)."""
