@@ -223,3 +223,55 @@ def test_missing_or_unsafe_static_file_is_a_clear_error(tmp_path: Path, monkeypa
         html_page.asset("leaderboard.css", "style")
     with pytest.raises(ValueError, match=r"static/bad\.js contains '</script', which would end"):
         html_page.asset("bad.js", "script")
+
+
+KEYBOARD_PROBE = """
+(function () {
+  function column(table, key) {
+    var col = Array.prototype.findIndex.call(table.tHead.rows[0].cells,
+                                             function (th) { return th.getAttribute("data-key") === key; });
+    return Array.prototype.filter.call(table.tBodies[0].rows, function (tr) { return !tr.hidden; })
+      .map(function (tr) { return tr.cells[col].getAttribute("data-sort"); });
+  }
+  function press(el, key) {  // a key press as the browser delivers it to the focused element
+    var ev = new KeyboardEvent("keydown", {key: key, bubbles: true, cancelable: true});
+    return !document.activeElement.dispatchEvent(ev);  // true when the page took the key
+  }
+  var table = document.querySelector("table.board");
+  var th = table.querySelector('th[data-key="test/accuracy"]');
+  var res = {before: column(table, "test/accuracy"), tabIndex: th.tabIndex, role: th.getAttribute("role"),
+             initialSort: th.getAttribute("aria-sort")};
+  th.focus();
+  res.focused = document.activeElement === th;
+  res.outline = getComputedStyle(th).outlineStyle;
+  res.enterTaken = press(th, "Enter");
+  res.asc = column(table, "test/accuracy"); res.ascState = th.getAttribute("aria-sort");
+  res.spaceTaken = press(th, " ");
+  res.desc = column(table, "test/accuracy"); res.descState = th.getAttribute("aria-sort");
+  var method = table.querySelector('th[data-key="method"]');
+  method.focus();
+  press(method, "Enter");
+  res.methodState = method.getAttribute("aria-sort"); res.accState = th.getAttribute("aria-sort");
+  res.otherKey = press(method, "a");
+  res.methodAfterOther = method.getAttribute("aria-sort");
+  var pre = document.createElement("pre"); pre.id = "probe-result"; pre.textContent = JSON.stringify(res);
+  document.body.appendChild(pre);
+})();
+"""
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
+                                                   "(apt-get install -y chromium)")
+def test_headers_sort_from_the_keyboard_in_headless_chromium(board: Any, tmp_path: Path) -> None:
+    res = _run_in_chromium(board.html, KEYBOARD_PROBE, tmp_path)
+    assert res["tabIndex"] == 0 and res["role"] == "columnheader" and res["initialSort"] == "none"
+    assert res["focused"], "a header must take keyboard focus"
+    assert res["outline"] != "none", "a focused header must show a focus outline"
+    asc = [float(v) for v in res["asc"]]
+    desc = [float(v) for v in res["desc"]]
+    assert res["enterTaken"] and res["ascState"] == "ascending" and asc == sorted(asc)
+    assert asc != [float(v) for v in res["before"]], "Enter on a header must reorder the rows"
+    assert res["spaceTaken"], "Space on a header sorts and must not scroll the page"
+    assert res["descState"] == "descending" and desc == sorted(desc, reverse=True) and len(desc) == 12
+    assert res["methodState"] == "ascending" and res["accState"] == "none"
+    assert not res["otherKey"] and res["methodAfterOther"] == "ascending", "other keys do not sort"

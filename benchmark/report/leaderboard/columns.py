@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmark.report.leaderboard.rows import Row, Stat
-from benchmark.report.leaderboard.sections import Section
+from benchmark.report.leaderboard.sections import SETTING_HEADERS, Section, fmt_param
 from benchmark.report.flags import seed_flags
+
+__all__ = ["PARTS", "Column", "columns", "failure_text", "fmt_bytes", "fmt_num", "fmt_param", "fmt_stat",
+           "guard_text", "percent_header"]
 
 
 @dataclass
@@ -39,14 +42,19 @@ def fmt_num(value: float | None, percent: bool, decimals: int = 2) -> str:
     return f"{value * (100.0 if percent else 1.0):.{decimals}f}"
 
 
-def fmt_stat(stat: Stat | None, percent: bool) -> str:
+def fmt_stat(stat: Stat | None, percent: bool, decimals: int = 2) -> str:
     """'mean ± std' over seeds; the std only where there are two seeds or more."""
     if stat is None or stat.n == 0:
         return "-"
-    text = fmt_num(stat.mean, percent)
+    text = fmt_num(stat.mean, percent, decimals)
     if stat.n > 1 and math.isfinite(stat.std):
-        text += f" ± {fmt_num(stat.std, percent)}"
+        text += f" ± {fmt_num(stat.std, percent, decimals)}"
     return text
+
+
+def percent_header(label: str, percent: bool) -> str:
+    """A header that says when its numbers are percentages: 'Accuracy' -> 'Accuracy (%)'."""
+    return f"{label} (%)" if percent and "%" not in label else label
 
 
 def fmt_bytes(value: float | None) -> str:
@@ -57,13 +65,6 @@ def fmt_bytes(value: float | None) -> str:
         if value >= size:
             return f"{value / size:.2f} {unit}"
     return f"{value:.0f} B"
-
-
-def fmt_param(value: Any) -> str:
-    """A grid value as text: floats without trailing zeros, '-' for none."""
-    if isinstance(value, float):
-        return f"{value:g}"
-    return "-" if value is None else str(value)
 
 
 def _mean(row: Row, key: str) -> float | None:
@@ -79,39 +80,49 @@ def columns(section: Section) -> list[Column]:
     """
     p = section.primary
     pct = section.percent.get(p, True)
+    places = section.places(p)
     unit = " (%)" if pct else ""
     cols = [
-        Column("method", "Method", False, lambda r: section.labels.get(r.method, r.method), lambda r: r.method,
-               "algorithm (registry name on sorting)"),
-        Column("dataset", "Dataset", False, lambda r: r.dataset, lambda r: r.dataset, "dataset.name"),
-        Column("missing", "Missing", False, lambda r: r.missing, lambda r: r.missing, "missing-modality setting"),
-        Column("rate", "Rate", True, lambda r: fmt_param(r.rate), lambda r: r.rate, "missing rate"),
+        Column("method", SETTING_HEADERS["algorithm.name"], False, section.method_label, lambda r: r.method,
+               "algorithm.name, as the suite's table names it (sorts by registry name)"),
+        Column("dataset", SETTING_HEADERS["dataset.name"], False, lambda r: r.dataset, lambda r: r.dataset,
+               "dataset.name"),
+        Column("missing", SETTING_HEADERS["missing.name"], False, lambda r: r.missing, lambda r: r.missing,
+               "missing.name: the missing-modality setting"),
+        Column("rate", SETTING_HEADERS["missing.rate"], True, lambda r: fmt_param(r.rate), lambda r: r.rate,
+               "missing.rate: the missing rate"),
     ]
     for key in section.extra_params:
         numeric = all(isinstance(r.params.get(key), (int, float)) and not isinstance(r.params.get(key), bool)
                       for r in section.rows if key in r.params)
-        cols.append(Column(f"param:{key}", key, numeric, lambda r, k=key: fmt_param(r.params.get(k)),
+        cols.append(Column(f"param:{key}", section.param_label(key), numeric,
+                           lambda r, k=key: section.param_text(r, k),
                            lambda r, k=key, num=numeric: r.params.get(k) if num else fmt_param(r.params.get(k)),
-                           "grid parameter"))
+                           f"grid parameter {key}"))
     from benchmark.report.tables import metric_label
 
     for m in section.metrics:
         m_pct = section.percent.get(m, True)
-        cols.append(Column(f"test/{m}", metric_label(m, section.metric_labels), True,
-                           lambda r, m=m, q=m_pct: fmt_stat(r.stats.get(f"test/{m}"), q),
+        cols.append(Column(f"test/{m}", percent_header(metric_label(m, section.metric_labels), m_pct), True,
+                           lambda r, m=m, q=m_pct, d=section.places(m): fmt_stat(r.stats.get(f"test/{m}"), q, d),
                            lambda r, m=m: _mean(r, f"test/{m}"),
                            f"test {m} at the best validation round, mean ± std over seeds"
-                           + (" (%)" if m_pct else ""), part="score"))
+                           + (", in percent" if m_pct else ", raw value (not a percentage)"), part="score"))
     cols += [
-        Column("auc", "Robust. AUC", True, lambda r: fmt_num(r.auc, pct), lambda r: r.auc,
-               f"area under test {p} vs missing rate, divided by the rate range{unit}", part="score"),
-        Column("worst", "Worst client", True, lambda r: fmt_stat(r.stats.get(f"worst_client/{p}"), pct),
+        Column("auc", percent_header("Robust. AUC", pct), True, lambda r: fmt_num(r.auc, pct, places),
+               lambda r: r.auc, f"area under test {p} vs missing rate, divided by the rate range{unit}",
+               part="score"),
+        Column("worst", percent_header("Worst client", pct), True,
+               lambda r: fmt_stat(r.stats.get(f"worst_client/{p}"), pct, places),
                lambda r: _mean(r, f"worst_client/{p}"), f"lowest per-client test {p}{unit}", part="cost"),
-        Column("spread", "Client spread", True, lambda r: fmt_stat(r.stats.get(f"spread/{p}"), pct),
+        Column("spread", percent_header("Client spread", pct), True,
+               lambda r: fmt_stat(r.stats.get(f"spread/{p}"), pct, places),
                lambda r: _mean(r, f"spread/{p}"), f"population std across clients of test {p}{unit}", part="cost"),
         Column("bytes", "Bytes/round", True, lambda r: fmt_bytes(_mean(r, "bytes_per_round")),
                lambda r: _mean(r, "bytes_per_round"), "bytes up + down per training round (ledger)", part="cost"),
-        Column("seconds", "s/round", True, lambda r: fmt_num(_mean(r, "seconds_per_round"), False, 3),
+        Column("seconds", "s/round", True,
+               lambda r, d=section.places("seconds_per_round", False):
+                   fmt_num(_mean(r, "seconds_per_round"), False, d),
                lambda r: _mean(r, "seconds_per_round"), "median seconds per round", part="cost"),
         Column("seeds", "Seeds ok", True, lambda r: f"{len(r.ok)}/{len(r.records)}", lambda r: len(r.ok),
                "successful seeds / seeds run", part="cost"),

@@ -28,6 +28,13 @@ if TYPE_CHECKING:
 FILTERS = (("track", "Track"), ("task", "Task"), ("dataset", "Dataset"), ("missing", "Missing setting"),
            ("rate", "Missing rate"))
 STATIC = "static"
+SORT_HELP_ID = "sort-help"
+SORT_HELP = "Sortable column: press Enter or Space, or click, to sort; again to reverse."
+
+
+def _header_title(hint: str) -> str:
+    """A header's tooltip: what the column holds (its config key for a grid column), then how to sort."""
+    return (f"{hint}; " if hint else "") + "click, or press Enter or Space, to sort"
 
 
 def static_dir() -> Traversable:
@@ -103,15 +110,19 @@ def _provenance_html(section: Section, row: Row) -> str:
         items.append(("submission", s))
     dl = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in items)
     rate = f" at missing rate {fmt_param(row.rate)}" if row.rate is not None else ""
-    head = f"Provenance: {section.labels.get(row.method, row.method)}{rate}" + ("" if row.current else " (superseded)")
+    head = f"Provenance: {section.method_label(row)}{rate}" + ("" if row.current else " (superseded)")
     return (f"<details><summary>{_esc(', '.join(row.code_versions))}</summary><div class=\"prov\">"
             f"<h3>{_esc(head)}</h3><dl>{dl}</dl><p>Click outside or press Escape to close.</p></div></details>")
 
 
 def _section_html(section: Section, index: int) -> str:
     cols = columns(section)
-    head = "".join(f'<th data-key="{_esc(c.key)}" data-type="{"num" if c.numeric else "text"}" '
-                   f'data-hint="{_esc(c.hint)}">{_esc(c.label)}</th>' for c in cols)
+    # Each header is a sortable column header a keyboard reaches (Tab) and sorts (Enter, Space);
+    # aria-sort says how it is sorted now ("none" until sorted), the help text says how to sort.
+    head = "".join(f'<th scope="col" role="columnheader" tabindex="0" aria-sort="none" '
+                   f'aria-describedby="{SORT_HELP_ID}" data-key="{_esc(c.key)}" '
+                   f'data-type="{"num" if c.numeric else "text"}" data-hint="{_esc(c.hint)}" '
+                   f'title="{_esc(_header_title(c.hint))}">{_esc(c.label)}</th>' for c in cols)
     body = []
     for row in section.rows:
         attrs = " ".join(f'data-{k}="{_esc(v)}"' for k, v in _filter_values(section, row).items())
@@ -163,14 +174,17 @@ def render_html(sections: Sequence[Section], source: str) -> str:
         '<p class="empty">No result records yet: run a sweep, then the leaderboard.</p>'
     rules = ("Each row is one suite cell under one artifact recipe and protocol; seeds are averaged only "
              "within a row, never across recipes or protocols. Metrics: test score at the best validation "
-             "round, mean ± sample std over seeds, in percent. Robustness AUC: area under the primary metric vs "
-             "missing rate over the rate range. Worst client / client spread: lowest per-client score and "
-             "population std across clients of the primary metric. Click a column to sort; click a Code entry "
-             "for the row's provenance.")
+             "round, mean ± sample std over seeds; a header marked (%) is in percent, any other metric is a "
+             "raw value (e.g. MRR and Hits@k of the KG suites, costs), shown with three decimals unless the "
+             "suite sets its own. Robustness AUC: area under the primary metric vs missing rate over the rate "
+             "range. Worst client / client spread: lowest per-client score and population std across clients "
+             "of the primary metric, in its units. Click a column header, or focus it with Tab and press Enter "
+             "or Space, to sort; hover a header for its config key; click a Code entry for the row's provenance.")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>FedMM-Bench leaderboard</title><style>{asset('leaderboard.css', 'style')}</style></head><body>"
             f"<header><h1>FedMM-Bench leaderboard</h1><p class=\"meta\">Built {_esc(now_iso())} from "
             f"{_esc(source)}. {_esc(rules)}</p></header>"
+            f'<p id="{SORT_HELP_ID}" class="visually-hidden">{_esc(SORT_HELP)}</p>'
             f'<div id="filters">{"".join(options)}</div>{body}'
             f"<script>{asset('leaderboard.js', 'script')}</script></body></html>\n")

@@ -52,15 +52,21 @@ def render_markdown(sections: Sequence[Section], suite: str) -> str:
     if own and own[0].description:
         parts += [own[0].description, ""]
     parts += ["Rows are suite cells under one artifact recipe and protocol; seeds are averaged only within a "
-              "row. Metrics are test scores at the best validation round, mean ± sample std over seeds"
-              " (percent unless raw). Robustness AUC: area under the primary metric vs missing rate divided "
-              "by the rate range. Superseded rows come from an older recipe or protocol of the same cell and "
-              "are never averaged with the current one. Each set of rows is printed as two tables, scores and "
-              "then clients, cost and provenance; # numbers a row alike in both.", ""]
+              "row. Metrics are test scores at the best validation round, mean ± sample std over seeds; a "
+              "header marked (%) is in percent, any other metric is a raw value (e.g. MRR and Hits@k of the KG "
+              "suites, costs), shown with three decimals unless the suite sets its own. Robustness AUC: area "
+              "under the primary metric vs missing rate divided by the rate range. Superseded rows come from "
+              "an older recipe or protocol of the same cell and are never averaged with the current one. Each "
+              "set of rows is printed as two tables, scores and then clients, cost and provenance; # numbers a "
+              "row alike in both.", ""]
     for sec in own:
         cols = columns(sec)
         method = next(c for c in cols if c.key == "method")
         parts += [f"## {md_escape(sec.suite)} [scale: {md_escape(sec.scale)}]", ""]
+        keys = [(c.label, c.key[len("param:"):]) for c in cols if c.key.startswith("param:")]
+        if keys:
+            named = "; ".join(f"{md_escape(label)} = {md_escape(key)}" for label, key in keys)
+            parts += [f"Grid parameter columns: {named}.", ""]
         if sec.fidelity:
             parts += ["Fidelity to the paper's ranking (Kendall τ between our ranking of the methods and the "
                       "paper's, see `fidelity.md`):", ""]
@@ -74,7 +80,8 @@ def render_markdown(sections: Sequence[Section], suite: str) -> str:
                 parts += [f"#### {title}", "", table, ""]
             fails = [(r, failure_text(r)) for r in rows if r.failed]
             for r, text in fails:
-                parts.append(f"- failed seeds of {md_escape(r.method)} ({md_escape(r.cell_key)}): {md_escape(text)}")
+                parts.append(f"- failed seeds of {md_escape(sec.method_label(r))} ({md_escape(r.cell_key)}): "
+                             f"{md_escape(text)}")
             if fails:
                 parts.append("")
         for title, path in sec.figures:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,34 @@ log = logging.getLogger(__name__)
 # Params that have their own column (and filter); every other grid key gets a column of its own.
 DEDICATED_PARAMS = ("algorithm.name", "task.name", "dataset.name", "missing.name", ROBUSTNESS_X)
 REFERENCE_DIR = "reference"  # results/reference/ holds regression references, not records
+# The headers of the dedicated setting columns (a grid column never takes one of these names).
+SETTING_HEADERS = {"algorithm.name": "Method", "dataset.name": "Dataset", "missing.name": "Missing",
+                   ROBUSTNESS_X: "Rate"}
+# Readable headers of common grid keys; any other key gets its last dotted segment, capitalised.
+PARAM_HEADERS = {
+    "partition.num_clients": "Clients", "partition.alpha": "Dirichlet alpha", "train.rounds": "Rounds",
+    "train.lr": "Learning rate", "train.local_epochs": "Local epochs", "algorithm.imputer": "Imputer",
+    "algorithm.pretrained": "Pretrained", "missing.rate": "Missing rate",
+}
+# Display decimals: percent metrics as percent with 2, raw metrics (MRR, Hits@k, costs) with 3,
+# unless the suite's table sets metric_decimals for the metric.
+PERCENT_DECIMALS = 2
+RAW_DECIMALS = 3
+
+
+def fmt_param(value: Any) -> str:
+    """A grid value as text: floats without trailing zeros, '-' for none."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "-" if value is None else str(value)
+
+
+def readable_key(key: str) -> str:
+    """A header for a grid key: 'partition.num_clients' -> 'Clients', 'algorithm.sync_client' -> 'Sync client'."""
+    if key in PARAM_HEADERS:
+        return PARAM_HEADERS[key]
+    text = key.rsplit(".", 1)[-1].replace("_", " ").strip() or key
+    return text[:1].upper() + text[1:]
 
 
 @dataclass
@@ -35,15 +64,36 @@ class Section:
     metrics: list[str]
     primary: str
     percent: dict[str, bool]
-    labels: dict[str, str]
+    labels: dict[str, str]  # algorithm name -> the suite table's label of it
     metric_labels: dict[str, str]
     extra_params: list[str]
+    decimals: dict[str, int] = field(default_factory=dict)  # metric -> decimals shown (in display units)
+    param_labels: dict[str, str] = field(default_factory=dict)  # grid key -> column header
+    value_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # grid key -> value text -> label
     figures: list[tuple[str, Path]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     fidelity: list[FidelityRow] = field(default_factory=list)  # the suite's tables against the paper's ranking
 
     def track_of(self, row: Row) -> str:
         return self.track or row.task
+
+    def method_label(self, row: Row) -> str:
+        """The row's method as the suite's table names it (its registry name when unnamed)."""
+        return self.labels.get(row.method, row.method)
+
+    def param_label(self, key: str) -> str:
+        return self.param_labels.get(key) or readable_key(key)
+
+    def param_text(self, row: Row, key: str) -> str:
+        """A grid value of the row as shown: the table's label of the value where it has one."""
+        text = fmt_param(row.params.get(key))
+        return self.value_labels.get(key, {}).get(text, text)
+
+    def places(self, metric: str, percent: bool | None = None) -> int:
+        """Decimals of a metric in display units (``percent`` as the section says unless given)."""
+        pct = self.percent.get(metric, True) if percent is None else percent
+        default = PERCENT_DECIMALS if pct else RAW_DECIMALS
+        return self.decimals.get(metric, default)
 
 
 def suite_spec(name: str) -> dict[str, Any]:
@@ -59,30 +109,100 @@ def suite_spec(name: str) -> dict[str, Any]:
         return {}
 
 
+def suite_tables(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The suite's table specs: its ``table``, then each of its ``tables``."""
+    found = [spec.get("table")] + list(spec.get("tables") or [])
+    return [t for t in found if isinstance(t, Mapping)]
+
+
+def _keys(value: Any) -> list[str]:
+    """A table's ``rows`` / ``columns`` entry as a list of keys."""
+    if value is None:
+        return []
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+
+
+def _mapping(table: Mapping[str, Any], name: str) -> Mapping[Any, Any]:
+    value = table.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _labels(tables: list[Mapping[str, Any]], rows: list[Row],
+            extra: list[str]) -> tuple[dict[str, str], dict[str, dict[str, str]], dict[str, str]]:
+    """(method labels, value labels per grid key, header per grid key) from the suite's tables.
+
+    A table's ``row_labels`` hold labels for the values of all its row keys in one mapping, so a
+    label is taken for a key only where the table has that key among its rows and the value
+    occurs in this section: method labels for the algorithm names, value labels for the other
+    grid columns. Headers come from the tables' ``key_labels``, else :func:`readable_key`; a
+    header that another column already has gets the readable name (or the key) added.
+    """
+    methods = {r.method for r in rows}
+    present = {k: {fmt_param(r.params.get(k)) for r in rows} for k in extra}
+    labels: dict[str, str] = {}
+    values: dict[str, dict[str, str]] = {}
+    key_labels: dict[str, str] = {}
+    for table in tables:
+        row_keys = _keys(table.get("rows"))
+        row_labels = {fmt_param(k): str(v) for k, v in _mapping(table, "row_labels").items()}
+        if "algorithm.name" in row_keys:
+            for value, label in row_labels.items():
+                if value in methods:
+                    labels.setdefault(value, label)
+        for key in row_keys:
+            for value, label in row_labels.items():
+                if key in present and value in present[key]:
+                    values.setdefault(key, {}).setdefault(value, label)
+        for key, label in _mapping(table, "key_labels").items():
+            key_labels.setdefault(str(key), str(label))
+    taken = {h.lower() for h in SETTING_HEADERS.values()}
+    headers: dict[str, str] = {}
+    for key in extra:
+        header = key_labels.get(key) or readable_key(key)
+        if header.lower() in taken and key in key_labels and readable_key(key).lower() not in taken:
+            header = f"{header} ({readable_key(key)})"
+        if header.lower() in taken:
+            header = f"{header} ({key})"
+        taken.add(header.lower())
+        headers[key] = header
+    return labels, values, headers
+
+
 def make_section(suite: str, scale: str, records: list[dict[str, Any]]) -> Section | None:
     """The section of one store: rows, metrics (primary first when the spec names none), AUCs,
-    and the display order (current rows first, then by setting, rate and primary score)."""
-    rows = group_rows(suite, scale, records)
+    and the display order (current rows first, then by setting, rate and primary score).
+
+    Labels, metrics, raw (non-percent) metrics and decimals come from every table of the suite
+    (``table`` or each of ``tables``); a cost metric a table lists (seconds_per_round, ...) is
+    read from the records as the tables read it, and is never a percentage.
+    """
+    from benchmark.report.tables import RECORD_METRICS, with_record_metrics
+
+    spec = suite_spec(suite)
+    tables = suite_tables(spec)
+    listed = list(dict.fromkeys(str(m) for t in tables for m in t.get("metrics") or []))
+    rows = group_rows(suite, scale, with_record_metrics(records, listed))
     if not rows:
         return None
-    spec = suite_spec(suite)
-    table = spec.get("table") or ((spec.get("tables") or [{}])[0])
-    labels: dict[str, str] = {}
-    if table.get("rows") in ("algorithm.name", ["algorithm.name"]):
-        labels = {str(k): str(v) for k, v in (table.get("row_labels") or {}).items()}
     seen = sorted({k[len("test/"):] for r in rows for k in r.stats if k.startswith("test/")})
     tasks = {r.task for r in rows}
     primary = next((p for p in (primary_metric_for(t) for t in sorted(tasks)) if p), None)
-    metrics = [str(m) for m in table.get("metrics") or []] or seen
+    metrics = listed or seen
     primary = primary if primary in metrics or primary in seen else (metrics[0] if metrics else "accuracy")
     if primary not in metrics:
         metrics.insert(0, primary)
-    raw = {str(m) for m in table.get("raw_metrics") or []}
+    raw = {str(m) for t in tables for m in t.get("raw_metrics") or []} | set(RECORD_METRICS)
     percent = {m: m not in raw for m in metrics}
+    decimals: dict[str, int] = {}
+    for table in tables:
+        for m, d in _mapping(table, "metric_decimals").items():
+            if isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 6:
+                decimals.setdefault(str(m), d)
     grid_keys = list(dict.fromkeys(k for r in rows for k in r.params))
     extra = [k for k in grid_keys if k not in DEDICATED_PARAMS]
+    labels, value_labels, param_labels = _labels(tables, rows, extra)
     attach_auc(rows, primary)
-    order = [str(v) for v in table.get("row_order") or []]
+    order = list(dict.fromkeys(str(v) for t in tables for v in t.get("row_order") or []))
 
     def sort_key(r: Row) -> tuple[Any, ...]:
         rest = json.dumps({k: r.params.get(k) for k in extra}, sort_keys=True, default=str)
@@ -93,10 +213,13 @@ def make_section(suite: str, scale: str, records: list[dict[str, Any]]) -> Secti
 
     rows.sort(key=sort_key)
     desc = str(spec.get("description") or "").strip()
-    metric_labels = {str(k): str(v) for k, v in (table.get("metric_labels") or {}).items()}
+    metric_labels: dict[str, str] = {}
+    for table in tables:
+        for k, v in _mapping(table, "metric_labels").items():
+            metric_labels.setdefault(str(k), str(v))
     return Section(suite=suite, scale=scale, description=desc, track=spec.get("track"), rows=rows,
                    metrics=metrics, primary=primary, percent=percent, labels=labels, metric_labels=metric_labels,
-                   extra_params=extra)
+                   extra_params=extra, decimals=decimals, param_labels=param_labels, value_labels=value_labels)
 
 
 def discover(results_dir: str | Path) -> list[tuple[str, str, Path]]:

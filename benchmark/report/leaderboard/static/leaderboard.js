@@ -37,7 +37,8 @@
     var index = Array.prototype.indexOf.call(th.parentNode.cells, th);
     var numeric = th.getAttribute("data-type") === "num";
     var dir = th.getAttribute("aria-sort") === "ascending" ? "descending" : "ascending";
-    Array.prototype.forEach.call(th.parentNode.cells, function (h) { h.removeAttribute("aria-sort"); });
+    // Every other header of the table is sortable but unsorted now.
+    Array.prototype.forEach.call(th.parentNode.cells, function (h) { h.setAttribute("aria-sort", "none"); });
     th.setAttribute("aria-sort", dir);
     var sign = dir === "ascending" ? 1 : -1;
     var body = table.tBodies[0];
@@ -52,10 +53,23 @@
     rows.forEach(function (tr) { body.appendChild(tr); });
   }
 
+  // Headers sort by mouse and by keyboard: each is focusable (tabindex 0, set by the page; set
+  // here too should a header lack it) and sorts on Enter or Space, as a button would.
+  function isSortKey(e) {
+    return e.key === "Enter" || e.key === " " || e.key === "Spacebar";
+  }
   Array.prototype.forEach.call(document.querySelectorAll("table.board thead th"), function (th) {
+    if (!th.hasAttribute("tabindex")) { th.setAttribute("tabindex", "0"); }
+    if (!th.hasAttribute("aria-sort")) { th.setAttribute("aria-sort", "none"); }
     th.addEventListener("click", function () { sortBy(th); });
+    th.addEventListener("keydown", function (e) {
+      if (isSortKey(e) && !e.repeat) {
+        e.preventDefault();  // Space would otherwise scroll the page
+        sortBy(th);
+      }
+    });
     var hint = th.getAttribute("data-hint");
-    th.setAttribute("title", (hint ? hint + "; " : "") + "click to sort");
+    th.setAttribute("title", (hint ? hint + "; " : "") + "click, or press Enter or Space, to sort");
   });
   // One provenance panel at a time; a click outside it or Escape closes it.
   document.addEventListener("click", function (e) {
