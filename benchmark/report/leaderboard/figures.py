@@ -11,7 +11,8 @@ from typing import Any
 from benchmark.errors import ConfigError, DataError
 from benchmark.report.leaderboard.columns import fmt_param
 from benchmark.report.leaderboard.rows import ROBUSTNESS_X, Row
-from benchmark.report.leaderboard.sections import Section
+from benchmark.report.leaderboard.sections import SETTING_HEADERS, Section, readable_key
+from benchmark.report.tables import key_label, metric_label
 
 MAX_PLOTS_PER_SECTION = 8
 
@@ -19,6 +20,30 @@ MAX_PLOTS_PER_SECTION = 8
 def _setting(row: Row) -> dict[str, Any]:
     """The row's params apart from the curve's x (missing rate) and hue (method)."""
     return {k: v for k, v in row.params.items() if k not in (ROBUSTNESS_X, "algorithm.name")}
+
+
+def setting_text(sec: Section, setting: dict[str, Any]) -> str:
+    """A figure's fixed parameters as the suite's table shows them: each key's header (its
+    ``key_labels``, else the leaderboard's column header) and each value's ``row_labels`` label,
+    e.g. 'Dirichlet alpha: 0.5, Dataset: synthetic' rather than 'partition.alpha=0.5, dataset.name=synthetic'."""
+    parts = []
+    for key, value in setting.items():
+        text = fmt_param(value)
+        parts.append(f"{_header(sec, key)}: {sec.value_labels.get(key, {}).get(text, text)}")
+    return ", ".join(parts)
+
+
+def _header(sec: Section, key: str) -> str:
+    """A grid key as the section's table heads it ('task.name' -> 'Task', never 'Name')."""
+    found = sec.param_labels.get(key) or SETTING_HEADERS.get(key)
+    return found or (key_label(key) if key.endswith(".name") else readable_key(key))
+
+
+def figure_title(sec: Section, setting: dict[str, Any]) -> str:
+    """The title of a section's robustness figure: suite, scale, metric label, fixed setting."""
+    metric = sec.metric_labels.get(sec.primary) or metric_label(sec.primary)
+    rest = setting_text(sec, setting)
+    return f"{sec.suite} [{sec.scale}]: {metric} vs missing rate" + (f" ({rest})" if rest else "")
 
 
 def plot_sections(sections: Sequence[Section], out_dir: Path) -> None:
@@ -43,10 +68,10 @@ def plot_sections(sections: Sequence[Section], out_dir: Path) -> None:
         for i, (key, rest) in enumerate(list(combos.items())[:MAX_PLOTS_PER_SECTION]):
             records = [rec for r in current if json.dumps(_setting(r), sort_keys=True, default=str) == key
                        for rec in r.records]
-            if ROBUSTNESS_X not in (records[0].get("params") or {}):
-                continue
-            setting = ", ".join(f"{k}={fmt_param(v)}" for k, v in rest.items())
-            title = f"{sec.suite} [{sec.scale}]: {sec.primary} vs missing rate" + (f" ({setting})" if setting else "")
+            rates = {(rec.get("params") or {}).get(ROBUSTNESS_X) for rec in records}
+            if ROBUSTNESS_X not in (records[0].get("params") or {}) or len(rates - {None}) < 2:
+                continue  # one missing rate: no curve to draw
+            title = figure_title(sec, rest)
             suffix = f"_{i}" if len(combos) > 1 else ""
             stem = out_dir / f"leaderboard_{sec.suite}_{sec.scale}_robustness{suffix}"
             try:
