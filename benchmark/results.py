@@ -72,6 +72,32 @@ def package_versions() -> dict[str, str]:
     }
 
 
+@lru_cache(maxsize=1)
+def cpu_identity() -> dict[str, str]:
+    """The CPU that CPU numbers depend on: its model and vendor (``/proc/cpuinfo``, else the
+    platform) and the kernel set torch dispatches to (``torch.backends.cpu.get_cpu_capability``:
+    AVX512, AVX2, DEFAULT). The same cell on the same code, seed and thread count gave test ACC
+    0.693 (AVX512), 0.668 (AVX2) and 0.679 (DEFAULT) on one machine (FedDistill*,
+    fedmbridge_table2, seed 0): kernels sum in different orders, and training amplifies the
+    last bits. So a record re-runs bit for bit only on a CPU with the same identity."""
+    model = vendor = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and not model:
+                    model = value.strip()
+                elif key == "vendor_id" and not vendor:
+                    vendor = value.strip()
+                if model and vendor:
+                    break
+    except OSError:
+        pass
+    return {"model": model or platform.processor() or platform.machine(), "vendor": vendor,
+            "capability": str(torch.backends.cpu.get_cpu_capability())}
+
+
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda:{torch.cuda.get_device_name(device)}"
@@ -178,6 +204,7 @@ def provenance(cfg: RunConfig, artifact_hash: str, artifact_recipe: str, device:
         "versions": package_versions(),
         "device": device_name(device),
         "threads": torch.get_num_threads(),   # CPU numbers depend on it (benchmark/threads.py)
+        "cpu": cpu_identity(),                # and on the CPU's kernels (bit-for-bit re-runs need the same)
     }
 
 

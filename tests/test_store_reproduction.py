@@ -4,8 +4,12 @@ For each store family (graph, KG, AMFL) the cheapest learned cell among the comm
 stores that are current (not pending a re-run, see results/pending_rerun.json) is re-run from
 its record alone: its config, its seed and its thread count (``provenance.threads``; CPU
 reductions depend on it), through the engine as `run` would. Its metrics must equal the
-stored ones exactly. A family whose every store is pending is skipped with that reason; it
-comes back the moment one of its stores lands.
+stored ones exactly. Only records made on a CPU of this machine's identity
+(``provenance.cpu``: model, vendor, torch's kernel set) are candidates: the same cell gives
+other last bits, and after training other metrics, on another CPU
+(``benchmark.results.cpu_identity``). A family whose every store is pending, or none of
+whose records was made on such a CPU, is skipped with that reason; it comes back the moment
+one of its stores lands (or is re-run here).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import torch
 
 from benchmark.config import build_run_config
 from benchmark.engine import Engine
-from benchmark.results import ResultStore, pending_stores, stale_reasons
+from benchmark.results import ResultStore, cpu_identity, pending_stores, stale_reasons
 from benchmark.sweep import latest_records, load_suite
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +49,7 @@ def cheapest(family: str) -> dict | None:
         for r in latest_records(ResultStore(store).read(), set(cells)):
             prov = r["provenance"]
             if (r["status"] != "ok" or prov.get("git_dirty") or prov.get("threads") != 1
+                    or prov.get("cpu") != cpu_identity()
                     or r["algorithm"]["name"] in REFERENCES or r["algorithm"].get("constant_scores")
                     or stale_reasons(r, build_run_config(cells[r["cell_id"]].config))):
                 continue
@@ -58,7 +63,8 @@ def cheapest(family: str) -> dict | None:
 def test_a_stored_cell_reruns_to_its_stored_metrics(family, tmp_path):
     record = cheapest(family)
     if record is None:
-        pytest.skip(f"no current {family} store: all are pending a re-run (results/pending_rerun.json)")
+        pytest.skip(f"no current {family} record made on this CPU ({cpu_identity()}): its stores are pending a "
+                    "re-run (results/pending_rerun.json) or were made on other CPUs")
     cfg = dict(record["config"])
     cfg["output"] = {**cfg["output"], "checkpoint_dir": str(tmp_path / "ckpt"), "results_dir": str(tmp_path / "res")}
     threads = torch.get_num_threads()

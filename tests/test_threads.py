@@ -74,3 +74,16 @@ def test_the_run_verb_uses_the_sweep_count_and_records_it(monkeypatch, tmp_path,
         assert json.loads(out.read_text())["provenance"]["threads"] == expected == torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
+
+
+def test_records_name_the_cpu_whose_kernels_made_them():
+    """CPU numbers depend on the CPU's kernels as well as the thread count, so provenance names
+    the model, the vendor and the kernel set torch dispatches to."""
+    import torch
+
+    from benchmark.config import build_run_config
+    from benchmark.results import cpu_identity, provenance
+
+    cpu = provenance(build_run_config({}), "h", "r", torch.device("cpu"))["cpu"]
+    assert cpu == cpu_identity() and cpu["capability"] == str(torch.backends.cpu.get_cpu_capability())
+    assert cpu["model"]
