@@ -6,6 +6,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
+# pytest-xdist workers for `make test`: one per core of the 2-core CI machine
+TEST_WORKERS ?= 2
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
@@ -26,7 +28,7 @@ demo: $(STAMP)
 	$(PY) run_benchmark.py
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	$(PY) run_benchmark.py bench

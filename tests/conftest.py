@@ -38,6 +38,22 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[DEVICE_ENV] = name  # train.device: auto -> this device
 
 
+# Files whose tests start Ray or Flower (a local cluster, a SuperLink and SuperNodes): two of
+# them at once on one host fight over Ray's session and Flower's ports, so under pytest-xdist
+# they share one group and run one after another on one worker.
+RAY_OR_FLOWER = {"test_ray_sweep.py", "test_ray_sweep_driver.py", "test_flower_backend.py",
+                 "test_flower_deployment.py", "test_cost.py", "test_env_values.py"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``-n N --dist loadgroup`` (``make test``) a test file stays on one worker, so its
+    module fixtures (federations, built datasets) are built once, not once per worker."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            name = item.path.name
+            item.add_marker(pytest.mark.xdist_group("ray_or_flower" if name in RAY_OR_FLOWER else name))
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"fedmm test device: {test_device()}"
 
