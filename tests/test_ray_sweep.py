@@ -163,3 +163,22 @@ def test_without_an_address_a_new_local_instance_starts(monkeypatch):
     for bad in ("nonsense", "host:", ":123"):
         with pytest.raises(BenchmarkError, match="expected host:port"):
             ray_sweep.probe(bad)
+
+
+def test_every_fedmm_setting_travels_to_the_ray_workers(monkeypatch, tmp_path):
+    """A worker on another node must find the data where the driver said (FEDMM_DATA_ROOT) and
+    run with the driver's thread count and pinned git state."""
+    import ray
+
+    from benchmark.backends import ray_sweep
+
+    seen: dict = {}
+    monkeypatch.setenv("FEDMM_DATA_ROOT", str(tmp_path))
+    monkeypatch.setenv("FEDMM_THREADS", "3")
+    monkeypatch.setenv("UNRELATED_SETTING", "x")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: seen.update(kw))
+    ray_sweep.connect(None, 1)
+    env = seen["runtime_env"]["env_vars"]
+    assert env["FEDMM_DATA_ROOT"] == str(tmp_path) and env["FEDMM_THREADS"] == "3"
+    assert "UNRELATED_SETTING" not in env

@@ -62,6 +62,15 @@ def probe(address: str, timeout: float = PROBE_S) -> None:
                              f"one with 'ray start --head', or leave --address out for a local instance") from None
 
 
+def worker_env() -> dict[str, str]:
+    """What a Ray worker must see of the driver's environment: every ``FEDMM_*`` setting (the
+    data root, the thread count, the git state the sweep pinned, the device), so a cell on a
+    cluster node finds the same data and labels its record as the driver would."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("FEDMM_")}
+    env.update({k: os.environ[k] for k in (GIT_STATE_ENV, THREADS_ENV) if k in os.environ})
+    return env
+
+
 def connect(address: str | None, jobs: int) -> bool:
     """Join the cluster at ``address``, or start a new local instance; True when this call started Ray."""
     ray = require("ray", "ray")
@@ -69,7 +78,7 @@ def connect(address: str | None, jobs: int) -> bool:
         return False
     if address:
         probe(address)
-    env = {k: os.environ[k] for k in (GIT_STATE_ENV, THREADS_ENV) if k in os.environ}
+    env = worker_env()
     common: dict[str, Any] = {"runtime_env": {"env_vars": env}, "logging_level": "ERROR", "log_to_driver": False}
     with warnings.catch_warnings():  # Ray's notice about a future default; a zero-GPU cell still sees no GPU
         warnings.filterwarnings("ignore", category=FutureWarning)
@@ -134,4 +143,4 @@ def run_cells_ray(todo: list[Cell], store_path: str, threads: int, jobs: int, is
 
 run_cells_ray.requires = ("ray",)  # type: ignore[attr-defined]
 
-__all__ = ["connect", "run_cells_ray"]
+__all__ = ["connect", "run_cells_ray", "worker_env"]
