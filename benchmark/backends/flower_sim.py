@@ -90,7 +90,9 @@ def run_flower(cfg: RunConfig, fed: FederatedData | None = None, progress: bool 
                              progress=progress)
     n_cpus = cpus or env_cpus or min(len(clients), os.cpu_count() or 1)
     backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
-               "init_args": {"num_cpus": n_cpus, "num_gpus": 0, "include_dashboard": False,
+               # address "local": a new Ray instance of its own. Without it ray.init joins a `ray start`
+               # cluster running on this host and refuses num_cpus, and the simulation hung on that error.
+               "init_args": {"address": "local", "num_cpus": n_cpus, "num_gpus": 0, "include_dashboard": False,
                              "logging_level": logging.ERROR, "log_to_driver": False}}
     run_simulation(server_app=server, client_app=make_client_app(source, prepare), num_supernodes=len(clients),
                    backend_config=backend)
