@@ -35,19 +35,26 @@ def table2() -> dict[str, float]:
     return {k[0]: v for k, v in _acc("fedmbridge_table2", "algorithm.name").items()}
 
 
-def test_table2_fedmbridge_does_not_beat_the_supernet_baselines_here(table2):
-    """FedMBridge is last on the Mnist AMF stand-in, 0.20 ACC or more below every supernet
-    baseline (HeteroFL, HyperPFL, APFL) and below Local; the paper has it first."""
-    assert min(table2, key=table2.get) == "fedmbridge"
-    for rival in (*SUPERNET, "amfl_local"):
-        assert table2[rival] > table2["fedmbridge"] + 0.20, rival
-
-
-def test_table2_ranking(table2):
-    """FedGKD* first and APFL second, both above Local; HyperPFL last before FedMBridge."""
+def test_table2_fedmbridge_is_fifth_above_two_supernet_baselines(table2):
+    """With every layer generated whole (issue 28) FedMBridge reaches 0.677 at 60 rounds, at
+    least 0.60 as issue 28 asks: fifth of seven, above HeteroFL (0.632) and HyperPFL (0.602),
+    below FedDistill* (0.683), Local (0.705), FedGKD* (0.732) and APFL (0.750). The paper has it
+    first; with the chunked decoder it was last (0.387)."""
     order = sorted(table2, key=table2.get, reverse=True)
-    assert order[:3] == ["amfl_fedgkd", "amfl_apfl", "amfl_local"]
-    assert order[-2:] == ["amfl_hyperpfl", "fedmbridge"]
+    assert order == ["amfl_apfl", "amfl_fedgkd", "amfl_local", "amfl_feddistill", "fedmbridge", "amfl_heterofl",
+                     "amfl_hyperpfl"]
+    assert table2["fedmbridge"] >= 0.60
+    assert table2["fedmbridge"] - table2["amfl_heterofl"] > 0.03 and table2["amfl_local"] - table2["fedmbridge"] > 0.02
+
+
+def test_table2_kendall_tau_against_the_paper_is_slightly_negative(table2):
+    """The paper's Table 2 (Mnist AMF) orders FedMBridge, FedGKD*, HyperPFL, FedDistill*, APFL,
+    HeteroFL, Local; ours: tau -0.14 over the seven means."""
+    paper = {"amfl_local": 91.83, "amfl_feddistill": 92.33, "amfl_fedgkd": 93.91, "amfl_heterofl": 91.94,
+             "amfl_hyperpfl": 92.67, "amfl_apfl": 91.95, "fedmbridge": 95.78}
+    methods = sorted(paper)
+    tau = kendalltau([paper[a] for a in methods], [table2[a] for a in methods]).statistic
+    assert tau == pytest.approx(-0.14, abs=0.01)
 
 
 @pytest.fixture(scope="module")
@@ -56,17 +63,18 @@ def table3() -> dict[tuple, float]:
                 "algorithm.kd_beta")
 
 
-def test_table3_ablations_go_the_papers_way_except_kd(table3):
-    """Means over 5 seeds (seed std 0.04-0.09, so each gap is about one std): the role encoder
-    helps (L 4 over 0: +0.06; the paper +8.0 points), sum is level with concat (within 0.01; the
-    paper 0.3 points), a larger client fraction helps (+0.05; the paper +0.4); combined with KD
-    FedMBridge loses 0.012 at beta 0.01 and 0.033 at beta 0.05 (the paper gains 0.1 and 0.8)."""
+def test_table3_ablations_go_the_papers_way(table3):
+    """Means over 5 seeds (seed std 0.02-0.05, so most gaps are within one std): the role
+    encoder helps most (L 4 over 0: +0.042; the paper +8.0 points), sum is level with concat
+    (-0.003; the paper -0.3), a larger client fraction helps a little (+0.008; the paper +0.4),
+    and FedDistill*'s distillation helps (+0.012 at beta 0.01, +0.010 at 0.05; the paper +0.1 and
+    +0.8). Every sign is the paper's (sum is 0.3 points below concat in both)."""
     base = table3[(4, "concat", 0.25, 0.0)]
-    assert base - table3[(0, "concat", 0.25, 0.0)] > 0.05
-    assert abs(table3[(4, "sum", 0.25, 0.0)] - base) < 0.01
-    assert table3[(4, "concat", 0.4, 0.0)] > base + 0.04
-    assert -0.02 < table3[(4, "concat", 0.25, 0.01)] - base < 0
-    assert -0.04 < table3[(4, "concat", 0.25, 0.05)] - base < table3[(4, "concat", 0.25, 0.01)] - base
+    assert base - table3[(0, "concat", 0.25, 0.0)] > 0.035
+    assert abs(table3[(4, "sum", 0.25, 0.0)] - base) < 0.005
+    assert 0 < table3[(4, "concat", 0.4, 0.0)] - base < 0.02
+    assert 0.005 < table3[(4, "concat", 0.25, 0.01)] - base < 0.02
+    assert 0.005 < table3[(4, "concat", 0.25, 0.05)] - base < 0.02
 
 
 def test_table3_base_row_is_table2s_fedmbridge_cell_for_cell():
@@ -88,35 +96,42 @@ def graph() -> dict[str, dict[str, float]]:
     return out
 
 
-def test_graph_extension_moves_the_distillation_methods_up_and_keeps_fedmbridge_last(graph, table2):
+def test_graph_extension_puts_the_distillation_methods_first(graph, table2):
     """On both multimodal graphs (TikTok, FB15K-237 typing) the two distillation methods are
-    first (FedGKD* and FedDistill*; on the digits FedDistill* is fourth) and FedMBridge is last,
-    over 0.05 below every supernet baseline. Local and the three supernet baselines close up
-    (within 0.07 on TikTok, 0.012 on FB15K-237). Kendall tau with Table 2's order of all seven:
-    0.81 on TikTok, 0.62 on FB15K-237."""
+    first (FedGKD*, then FedDistill*; on the digits APFL is first). FedMBridge is sixth on
+    TikTok (above HyperPFL only) and fourth on FB15K-237, above the three supernet baselines,
+    where all seven lie within 0.045. Kendall tau with Table 2's order of all seven: 0.62 on
+    TikTok, 0.43 on FB15K-237."""
     methods = sorted(table2)
-    assert sorted(table2, key=table2.get, reverse=True).index("amfl_feddistill") == 3
     for g, scores in graph.items():
         order = sorted(scores, key=scores.get, reverse=True)
-        assert set(order[:2]) == {"amfl_fedgkd", "amfl_feddistill"} and order[-1] == "fedmbridge", g
-        assert scores["fedmbridge"] < min(scores[a] for a in SUPERNET) - 0.05, g
-    middle = {g: [graph[g][a] for a in (*SUPERNET, "amfl_local")] for g in graph}
-    assert max(middle["tiktok"]) - min(middle["tiktok"]) < 0.07
-    assert max(middle["fb15k"]) - min(middle["fb15k"]) < 0.012
+        assert order[:2] == ["amfl_fedgkd", "amfl_feddistill"], g
+    tik = sorted(graph["tiktok"], key=graph["tiktok"].get, reverse=True)
+    assert tik[-2:] == ["fedmbridge", "amfl_hyperpfl"]
+    fb = graph["fb15k"]
+    assert sorted(fb, key=fb.get, reverse=True).index("fedmbridge") == 3
+    assert all(fb["fedmbridge"] > fb[a] for a in SUPERNET) and max(fb.values()) - min(fb.values()) < 0.045
     tau = {g: kendalltau([table2[a] for a in methods], [graph[g][a] for a in methods]).statistic for g in graph}
-    assert tau["tiktok"] == pytest.approx(0.81, abs=0.01) and tau["fb15k"] == pytest.approx(0.62, abs=0.01)
+    assert tau["tiktok"] == pytest.approx(0.62, abs=0.01) and tau["fb15k"] == pytest.approx(0.43, abs=0.01)
 
 
-def test_budget_fedmbridge_gains_most_from_240_rounds_but_stays_last():
-    """At 240 rounds instead of 60, FedMBridge gains 0.21 ACC and HyperPFL 0.14 (passing Local);
-    Local, HeteroFL and APFL gain under 0.04. FedMBridge is still last, 0.08 below HeteroFL."""
+def test_budget_fedmbridge_is_second_at_240_rounds():
+    """At 240 rounds instead of 60 FedMBridge gains 0.059 ACC and moves from fifth to second
+    (0.735), 0.005 below APFL (0.740) and level with FedGKD* (0.733); HyperPFL gains most
+    (+0.115), HeteroFL +0.054, FedDistill* +0.026, and Local, FedGKD* and APFL stay within
+    0.011. Kendall tau with the paper's Table 2 order: -0.14 at 60 rounds, 0.43 at 240."""
     acc = _acc("fedmbridge_budget", "algorithm.name", "train.rounds")
     gain = {a: acc[(a, 240)] - acc[(a, 60)] for a, _ in acc}
-    assert 0.18 < gain["fedmbridge"] and 0.12 < gain["amfl_hyperpfl"] < gain["fedmbridge"]
-    assert all(abs(gain[a]) < 0.04 for a in ("amfl_local", "amfl_heterofl", "amfl_apfl"))
-    at240 = {a: v for (a, r), v in acc.items() if r == 240}
-    assert min(at240, key=at240.get) == "fedmbridge" and at240["amfl_hyperpfl"] > at240["amfl_local"]
-    assert min(v for a, v in at240.items() if a != "fedmbridge") - at240["fedmbridge"] > 0.07
+    assert 0.05 < gain["fedmbridge"] < 0.07 and gain["amfl_hyperpfl"] > 0.1
+    assert all(abs(gain[a]) < 0.011 for a in ("amfl_local", "amfl_fedgkd", "amfl_apfl"))
+    paper = {"amfl_local": 91.83, "amfl_feddistill": 92.33, "amfl_fedgkd": 93.91, "amfl_heterofl": 91.94,
+             "amfl_hyperpfl": 92.67, "amfl_apfl": 91.95, "fedmbridge": 95.78}
+    methods = sorted(paper)
+    for rounds, rank, tau in ((60, 5, -0.14), (240, 2, 0.43)):
+        at = {a: acc[(a, rounds)] for a in methods}
+        assert sorted(at, key=at.get, reverse=True).index("fedmbridge") + 1 == rank, rounds
+        assert kendalltau([paper[a] for a in methods], [at[a] for a in methods]).statistic == pytest.approx(tau, abs=0.01)
+    assert 0 < acc[("amfl_apfl", 240)] - acc[("fedmbridge", 240)] < 0.01
 
 
 def test_budget_60_round_cells_are_table2s_seed_by_seed():
@@ -124,7 +139,7 @@ def test_budget_60_round_cells_are_table2s_seed_by_seed():
     _, budget, _ = load_small("fedmbridge_budget")
     a = {(r["params"]["algorithm.name"], r["seed"]): r["metrics"] for r in t2}
     b = {(r["params"]["algorithm.name"], r["seed"]): r["metrics"] for r in budget if r["params"]["train.rounds"] == 60}
-    assert len(b) == 25 and all(a[k] == v for k, v in b.items())
+    assert len(b) == 35 and all(a[k] == v for k, v in b.items())
 
 
 @pytest.fixture(scope="module")
@@ -141,27 +156,32 @@ def cost() -> dict[str, dict[str, float]]:
     return {a: {k: mean(v) for k, v in row.items()} for a, row in out.items()}
 
 
-def test_cost_fedmbridge_cot_is_below_hyperpfl_and_feddistill_not_below_heterofl(cost):
-    """COT (the paper's weights on our measured stages): FedMBridge's is 2.5x below HyperPFL's
-    and 2.9x below FedDistill*'s, level with APFL's (within 0.0002 s), and 1.5x HeteroFL's and
-    FedGKD*'s. The paper's Table 2 also has HeteroFL below FedMBridge and HyperPFL far above."""
+def test_cost_fedmbridge_cot_is_third_highest(cost):
+    """COT (the paper's weights on our measured stages): with every layer generated whole,
+    FedMBridge's is below FedDistill*'s (by 1.4x) and HyperPFL's (by 1.2x) and 2.0x APFL's,
+    2.2x HeteroFL's and 4.2x FedGKD*'s. The paper has it among the lowest (29.5 s against
+    HyperPFL's 140.2)."""
     fmb = cost["fedmbridge"]["cot_s"]
-    assert cost["amfl_hyperpfl"]["cot_s"] > 2.2 * fmb and cost["amfl_feddistill"]["cot_s"] > 2.5 * fmb
-    assert abs(cost["amfl_apfl"]["cot_s"] - fmb) < 0.0002
-    assert fmb > 1.3 * cost["amfl_heterofl"]["cot_s"] and fmb > 1.3 * cost["amfl_fedgkd"]["cot_s"]
+    assert cost["amfl_feddistill"]["cot_s"] > 1.3 * fmb and cost["amfl_hyperpfl"]["cot_s"] > 1.1 * fmb
+    assert fmb > 1.8 * cost["amfl_apfl"]["cot_s"] and fmb > 2.0 * cost["amfl_heterofl"]["cot_s"]
+    assert fmb > 3.5 * cost["amfl_fedgkd"]["cot_s"]
 
 
-def test_cost_fedmbridge_moves_least_but_its_server_works_more(cost):
+def test_cost_fedmbridge_moves_least_and_its_per_layer_generator_costs_server_time_and_memory(cost):
     """FedMBridge's download and upload stages are the shortest of the six communicating methods
-    (one flat theta down, one flat delta up); its server stage (generating every theta_i and
-    the chain rule) is longer than HeteroFL's, APFL's and FedGKD*'s. Its bytes per round equal
-    HeteroFL's to 0.01%, and its server holds 6.8 MB, a quarter of HyperPFL's 28 MB."""
+    (one flat theta down, one flat delta up); its server stage (generating every theta_i with
+    one output head per layer size, then the chain rule) takes 84 ms a round, behind only
+    FedDistill*'s distillation and HyperPFL's hypernetwork, and its server holds 29 MB, level
+    with HyperPFL's 28 MB (the chunked generator held 6.8 MB). Its bytes per round equal
+    HeteroFL's to 0.01%."""
     sharing = [a for a in cost if a != "amfl_local"]
     for stage in ("download_s", "upload_s"):
         assert min(sharing, key=lambda a: cost[a][stage]) == "fedmbridge", stage
-    assert all(cost["fedmbridge"]["server_s"] > cost[a]["server_s"] for a in ("amfl_heterofl", "amfl_apfl", "amfl_fedgkd"))
+    slower = {a for a in cost if cost[a]["server_s"] > cost["fedmbridge"]["server_s"]}
+    assert slower == {"amfl_feddistill", "amfl_hyperpfl"} and 0.07 < cost["fedmbridge"]["server_s"] < 0.10
     assert cost["fedmbridge"]["bytes"] == pytest.approx(cost["amfl_heterofl"]["bytes"], rel=1e-4)
-    assert 6.0 < cost["fedmbridge"]["memory_mb"] < cost["amfl_hyperpfl"]["memory_mb"] / 4
+    assert 25 < cost["fedmbridge"]["memory_mb"] < 33 and abs(cost["fedmbridge"]["memory_mb"]
+                                                             - cost["amfl_hyperpfl"]["memory_mb"]) < 2
 
 
 def test_readme_states_the_stores_numbers(table2):
@@ -172,11 +192,12 @@ def test_readme_states_the_stores_numbers(table2):
     text = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
     quoted = {"fedmbridge": r"Its ACC is ([0-9.]+) ±", "amfl_heterofl": r"HeteroFL w/ mask ([0-9.]+)",
               "amfl_hyperpfl": r"HyperPFL w/ prune ([0-9.]+)", "amfl_apfl": r"APFL w/ prune ([0-9.]+)",
-              "amfl_local": r"and Local ([0-9.]+)", "amfl_fedgkd": r"FedGKD\* is first with ([0-9.]+)"}
+              "amfl_local": r"and Local ([0-9.]+)", "amfl_fedgkd": r"`fedmbridge_table2`; FedGKD\* ([0-9.]+),",
+              "amfl_feddistill": r"FedDistill\* ([0-9.]+)\): fifth"}
     for alg, pattern in quoted.items():
         found = re.search(pattern, text)
         assert found and abs(float(found.group(1)) - table2[alg]) <= 0.0005 + 1e-9, alg
     _, budget, _ = load_small("fedmbridge_budget")
     best = [r["best_round"] for r in budget if r["params"]["algorithm.name"] == "fedmbridge"
             and r["params"]["train.rounds"] == 240]
-    assert "best rounds 175-220 of 240" in text and (min(best), max(best)) == (175, 220)
+    assert "best rounds 175-239 of 240" in text and (min(best), max(best)) == (175, 239)
