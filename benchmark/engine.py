@@ -432,6 +432,7 @@ class Engine:
             "provenance": provenance(self.cfg, self.meta.artifact_hash, self.meta.artifact_recipe, self.device),
             "determinism": determinism,
             "availability": dict(self.meta.availability),
+            **({"coverage": dict(self.meta.coverage)} if self.meta.coverage else {}),
             "peak_memory_mb": peak_mb,
             "memory_growth_mb": growth_mb,
             "wall_time_s": wall,

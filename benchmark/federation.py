@@ -180,7 +180,7 @@ class FederatedData:
                               num_classes=self.num_classes, num_global_nodes=self.num_global_nodes,
                               client_ids=[c.cid for c in self.clients], artifact_hash=self.artifact_hash,
                               artifact_recipe=str(self.stats.get("artifact_recipe", "")),
-                              availability=self.availability())
+                              availability=self.availability(), coverage=dict(self.stats.get("coverage", {})))
 
 
 def held_counts(client: ClientData, modalities: list[str]) -> list[int]:
@@ -218,6 +218,9 @@ class FederationMeta:
     artifact_hash: str
     artifact_recipe: str
     availability: dict[str, float]
+    #: per modality, the share of the clients' nodes the data gives it at all (a KG builder
+    #: states it; empty where every node can hold every modality or no one reported it)
+    coverage: dict[str, float] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- the builder hook

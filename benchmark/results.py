@@ -293,6 +293,7 @@ RECORD_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "curves": (_dict_of(lambda v: v is None or isinstance(v, list)), "an object of lists"),
     "per_client": (_dict_of(lambda v: v is None or isinstance(v, list)), "an object of lists"),
     "availability": (_dict_of(lambda v: v is None or _is_number(v)), "an object of numbers"),
+    "coverage": (_dict_of(lambda v: v is None or _is_number(v)), "an object of numbers"),
     "submission": (_dict_of(_any), "an object"),
     "guard": (_dict_of(_any), "an object"),
     "error": (_error_ok, "null, a string or {round, reason}"),

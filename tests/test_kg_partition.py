@@ -60,7 +60,7 @@ def test_relation_id_partition_invariants(kg):
 def test_deal_items_goes_to_holders_only():
     owner = torch.tensor([0, 0, 0, 1, 1, 2, 3, 3])
     ents = [torch.tensor([0, 1]), torch.tensor([0, 2]), torch.tensor([0, 1, 2])]
-    held = deal_items(owner, ents, alpha=0.1, seed=0)
+    held = deal_items(owner, ents, alpha=0.1, seed=0, cover="dealt")
     flat = torch.cat(held).sort().values
     assert flat.tolist() == [0, 1, 2, 3, 4, 5]                     # entity 3 has no holder: dealt to nobody
     for c, h in enumerate(held):
@@ -68,6 +68,49 @@ def test_deal_items_goes_to_holders_only():
     full = deal_items(owner, ents, partitioned=False)
     assert [h.tolist() for h in full] == [[0, 1, 2, 3, 4], [0, 1, 2, 5], [0, 1, 2, 3, 4, 5]]
     assert [h.tolist() for h in deal_items(owner, ents, seed=5)] == [h.tolist() for h in deal_items(owner, ents, seed=5)]
+
+
+def test_every_holder_gets_an_item_of_each_entity_it_holds():
+    """cover: every_holder (issue 27): the Dirichlet dealing plus one copied item for each
+    holder it left empty, so at r = 1 a client holds every modality its entities have; the
+    dealt part is exactly what cover: dealt deals, and an item goes to holders only."""
+    gen = torch.Generator().manual_seed(3)
+    n_ent = 300
+    owner = torch.randint(0, n_ent, (700,), generator=gen)          # 0-7 items per entity, some none
+    ents = [torch.unique(torch.randint(0, n_ent, (200,), generator=gen)) for _ in range(5)]
+    dealt = deal_items(owner, ents, alpha=0.1, seed=4, cover="dealt")
+    every = deal_items(owner, ents, alpha=0.1, seed=4)
+    has_items = torch.bincount(owner, minlength=n_ent) > 0
+    gaps = 0
+    for c, (d, e) in enumerate(zip(dealt, every)):
+        assert set(d.tolist()) <= set(e.tolist())                   # the dealing is kept as it was
+        assert set(owner[e].tolist()) <= set(ents[c].tolist())      # copies go to holders only
+        held_ents = torch.zeros(n_ent, dtype=torch.bool)
+        held_ents[owner[e]] = True
+        assert bool(held_ents[ents[c]].eq(has_items[ents[c]]).all())  # every holder of an entity with items has one
+        dealt_ents = torch.zeros(n_ent, dtype=torch.bool)
+        dealt_ents[owner[d]] = True
+        gaps += int((has_items[ents[c]] & ~dealt_ents[ents[c]]).sum())
+        assert len(e) - len(d) == int((has_items[ents[c]] & ~dealt_ents[ents[c]]).sum())  # one copy per empty pair
+    assert gaps > 50                                                # alpha 0.1 leaves many holders empty
+    assert [h.tolist() for h in deal_items(owner, ents, seed=4)] == [h.tolist() for h in every]
+    with pytest.raises(ConfigError, match="cover"):
+        deal_items(owner, ents, cover="some")
+
+
+def test_full_availability_at_rate_one_is_the_data_coverage(kg):
+    """r = 1 with every holder covered: a client holds a modality for exactly the entities the
+    dataset gives one (Table VI's 'fully available' column); dealt-only falls short."""
+    part = relation_id_partition(kg.all_triples(), kg.num_relations, 3, seed=0, num_entities=kg.num_entities)
+    full = build_client_modalities(kg, part, alpha=0.1, rate=1.0, seed=0)
+    dealt = build_client_modalities(kg, part, alpha=0.1, rate=1.0, seed=0, cover="dealt")
+    short = 0
+    for f, d in zip(full, dealt):
+        for j, m in enumerate(f.modalities):
+            has = torch.bincount(kg.item_entity[m].long(), minlength=kg.num_entities) > 0
+            assert torch.equal(f.available[:, j], has[f.entities])
+            short += int((has[d.entities] & ~d.available[:, j]).sum())
+    assert short > 0
 
 
 def test_dirichlet_alpha_controls_concentration():

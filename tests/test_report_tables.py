@@ -322,3 +322,21 @@ def test_caption_prints_the_measured_availability_per_column_when_records_carry_
     assert "0%: image 0.50, text 0.88–0.90" in md           # min–max over the seeds of a column
     assert "70%: image 0.50, text 0.18–0.20" in md
     assert "Measured availability" not in make_table(suite_records(), SPEC).markdown  # older records: nothing
+
+
+def test_caption_divides_availability_by_the_data_coverage_where_records_state_it():
+    """A KG record states which share of the entities the data gives each modality at all
+    (``coverage``); the caption then also prints the availability among those, so a fully
+    available column reads 1.00 where numeric attributes cover only 70% of the entities."""
+    recs = suite_records()
+    for r in recs:
+        r["availability"] = {"text": 1.0, "image": 0.7}
+        r["coverage"] = {"text": 1.0, "image": 0.7}
+    md = make_table(recs, SPEC).markdown
+    assert "image 0.70 (1.00 of the entities the data gives it), text 1.00" in md
+    for r in recs:
+        r["availability"]["image"] = 0.35
+    assert "image 0.35 (0.50 of the entities the data gives it)" in make_table(recs, SPEC).markdown
+    for r in recs:
+        del r["coverage"]
+    assert "of the entities the data gives it" not in make_table(recs, SPEC).markdown

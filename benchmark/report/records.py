@@ -48,10 +48,15 @@ CELL_CONTEXT_FIELDS = ("suite", "scale")
 
 # frame columns of the measured per-modality availability a record carries (``record["availability"]``)
 AVAILABILITY_PREFIX = "availability/"
+# ... and the same share among the nodes the data gives the modality at all (availability /
+# ``record["coverage"]``), where the record states its coverage (the KG track)
+COVERED_PREFIX = "covered_availability/"
 
-def availability_columns(frame: pd.DataFrame) -> list[str]:
-    """The frame's measured-availability columns (``availability/<modality>``)."""
-    return [c for c in frame.columns if str(c).startswith(AVAILABILITY_PREFIX)]
+
+def availability_columns(frame: pd.DataFrame, prefix: str = AVAILABILITY_PREFIX) -> list[str]:
+    """The frame's measured-availability columns (``availability/<modality>``, or those of
+    another prefix such as ``COVERED_PREFIX``)."""
+    return [c for c in frame.columns if str(c).startswith(prefix)]
 
 
 _NUMERIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -139,10 +144,15 @@ def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         for key, value in (rec.get("metrics") or {}).items():
             metric_keys.setdefault(key, None)
             row[key] = np.nan if value is None else value
+        coverage = rec.get("coverage") or {}
         for modality, share in (rec.get("availability") or {}).items():
             key = AVAILABILITY_PREFIX + modality
             availability_keys.setdefault(key, None)
             row[key] = share
+            covered = coverage.get(modality)
+            if _finite(share) and _finite(covered) and covered > 0:
+                availability_keys.setdefault(COVERED_PREFIX + modality, None)
+                row[COVERED_PREFIX + modality] = min(float(share) / float(covered), 1.0)
         rows.append(row)
     columns = (pkeys + list(TOP_LEVEL_FIELDS) + list(ERROR_FIELDS) + list(PROVENANCE_FIELDS) + list(metric_keys)
                + list(availability_keys))
@@ -155,6 +165,10 @@ def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     frame.attrs["metric_keys"] = list(metric_keys)
     frame.attrs["availability_keys"] = list(availability_keys)
     return frame
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def value_key(value: Any) -> Hashable:

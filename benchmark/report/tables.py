@@ -44,6 +44,7 @@ from benchmark.report.markdown import MAX_MARKDOWN_COLUMNS
 from benchmark.report.markdown import md_escape_prose as _md_escape
 from benchmark.report.records import (
     AVAILABILITY_PREFIX,
+    COVERED_PREFIX,
     STD_DDOF,
     availability_columns,
     aggregate,
@@ -537,6 +538,7 @@ class _Layout:
     excluded: dict[tuple[RowKey, RowKey], tuple[int, str]]
     failures: dict[tuple[RowKey, RowKey], tuple[int, int, str]]
     availability: dict[RowKey, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    covered_availability: dict[RowKey, dict[str, tuple[float, float]]] = field(default_factory=dict)
     fidelity: Fidelity | None = None
 
     def row_label(self, nk: Hashable) -> str:
@@ -562,11 +564,13 @@ class _Layout:
         return f"{text} @ {self.group_label(group)}" if group else text
 
 
-def _measured_availability(selected: pd.DataFrame, spec: _Spec) -> dict[RowKey, dict[str, tuple[float, float]]]:
+def _measured_availability(selected: pd.DataFrame, spec: _Spec,
+                           prefix: str = AVAILABILITY_PREFIX) -> dict[RowKey, dict[str, tuple[float, float]]]:
     """Per column group, the (min, max) over its successful runs of each modality's measured
-    availability (``record["availability"]``), so a caption says what the models met rather
+    availability (``record["availability"]``; with ``COVERED_PREFIX`` the share among the
+    nodes the data gives the modality), so a caption says what the models met rather
     than only the rate the masker was given. Records from before the field existed add nothing."""
-    present = availability_columns(selected)
+    present = availability_columns(selected, prefix)
     ok = selected[selected["status"] == "ok"] if present else selected.iloc[0:0]
     out: dict[RowKey, dict[str, tuple[float, float]]] = {}
     for _, rec in ok.iterrows():
@@ -575,7 +579,7 @@ def _measured_availability(selected: pd.DataFrame, spec: _Spec) -> dict[RowKey, 
             value = rec[col]
             if value is None or (isinstance(value, float) and math.isnan(value)):
                 continue
-            name = col[len(AVAILABILITY_PREFIX):]
+            name = col[len(prefix):]
             lo, hi = out.setdefault(group, {}).get(name, (value, value))
             out[group][name] = (min(lo, value), max(hi, value))
     return out
@@ -594,7 +598,15 @@ def _availability_text(layout: _Layout, fmt: _Format) -> str:
         mods = layout.availability.get(group)
         if not mods:
             continue
-        text = ", ".join(f"{m} {share(*mods[m])}" for m in sorted(mods))
+        covered = layout.covered_availability.get(group, {})
+
+        def item(m: str) -> str:
+            own = f"{m} {share(*mods[m])}"
+            if m in covered and share(*covered[m]) != share(*mods[m]):
+                own += f" ({share(*covered[m])} of the entities the data gives it)"
+            return own
+
+        text = ", ".join(item(m) for m in sorted(mods))
         label = layout.group_label(group) if group else ""
         parts.append(f"{label}: {text}" if label else text)
     return ("Measured availability (share of the clients' nodes or entities holding each modality, "
@@ -633,6 +645,7 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
     selected, exclusions = select_records(frame, keys)
     agg = aggregate(selected, keys, metric_cols)
     availability = _measured_availability(selected, spec)
+    covered_availability = _measured_availability(selected, spec, COVERED_PREFIX)
 
     raw: dict[Hashable, Any] = {}
     for key in keys:
@@ -716,7 +729,8 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
     subcols = [(group, metric) for group in groups for metric in spec.group_metrics(group)]
 
     layout = _Layout(spec, rows, groups, cells, subcols, raw, excluded, failures,
-                     {g: availability[g] for g in groups if g in availability})
+                     {g: availability[g] for g in groups if g in availability},
+                     {g: covered_availability[g] for g in groups if g in covered_availability})
     if spec.paper and spec.emphasis:  # a table of statistics (emphasis off) ranks nothing
         layout.fidelity = kendall_fidelity(_fidelity_cells(selected, spec, metric_cols, cells, subcols))
     out_rows = []

@@ -31,6 +31,7 @@ from data_prep.kg.dataset import KGDataset
 from data_prep.partition.relation_id import KGPartition
 
 _TOKEN = re.compile(r"[\w']+", re.UNICODE)
+COVER_MODES = ("every_holder", "dealt")
 
 
 def deal_items(
@@ -39,14 +40,20 @@ def deal_items(
     alpha: float = 0.1,
     partitioned: bool = True,
     seed: int = 0,
+    cover: str = "every_holder",
 ) -> list[Tensor]:
     """Sorted item indices held by each client.
 
     ``item_entity`` ``[n]`` owner entity of each item; ``client_entities[c]`` the global
     entity ids client c holds. An item whose entity no client holds is dealt to nobody.
+    ``cover``: ``every_holder`` copies one uniformly drawn item of an entity to each of its
+    holders that the dealing left without any (the draws come after the dealing's, so the
+    dealt part equals ``dealt``'s); ``dealt`` returns the dealing alone.
     """
     if alpha <= 0:
         raise ConfigError(f"dirichlet_items alpha must be > 0, got {alpha}")
+    if cover not in COVER_MODES:
+        raise ConfigError(f"dirichlet_items cover must be one of {', '.join(COVER_MODES)}, got '{cover}'")
     owner = item_entity.cpu().numpy().astype(np.int64)
     C = len(client_entities)
     if not partitioned:
@@ -82,7 +89,20 @@ def deal_items(
     has_holder = seg_cnt[owner] > 0 if len(owner) else np.zeros(0, bool)
     pick = np.minimum(pick, max(len(keys) - 1, 0))
     assigned = np.where(has_holder, pair_cli[pick] if len(keys) else -1, -1)
-    return [torch.from_numpy(np.nonzero(assigned == c)[0]) for c in range(C)]
+    if cover == "dealt" or not len(keys):
+        return [torch.from_numpy(np.nonzero(assigned == c)[0]) for c in range(C)]
+    # (entity, holder) pairs the dealing left empty although the entity has items
+    item_count = np.bincount(owner, minlength=n_ent)
+    dealt_pairs = np.bincount(pick[has_holder], minlength=len(pair_ent)) > 0
+    empty = np.nonzero(~dealt_pairs & (item_count[pair_ent] > 0))[0]
+    by_owner = np.argsort(owner, kind="stable")
+    first = np.concatenate([[0], np.cumsum(item_count)[:-1]])
+    ent = pair_ent[empty]
+    copies = by_owner[first[ent] + np.minimum((rng.random(len(empty)) * item_count[ent]).astype(np.int64),
+                                              item_count[ent] - 1)]
+    copy_cli = pair_cli[empty]
+    return [torch.from_numpy(np.union1d(np.nonzero(assigned == c)[0], copies[copy_cli == c]).astype(np.int64))
+            for c in range(C)]
 
 
 def client_item_features(item_feats: Tensor, item_entity: Tensor, held: Tensor, entities: Tensor) -> tuple[Tensor, Tensor]:
@@ -166,6 +186,7 @@ def build_client_modalities(
     seed: int = 0,
     modalities: Sequence[str] | None = None,
     availability: str = "nominal",
+    cover: str = "every_holder",
 ) -> list[ClientModalities]:
     """Deal items, average them per client entity, draw Bernoulli availability per
     (client, entity, modality) and fill what is unavailable. Seeds are derived per
@@ -174,10 +195,11 @@ def build_client_modalities(
     ``availability``: ``nominal`` keeps each dealt entity's modality with probability r,
     so a client holds it for r x (its item-holding rate) of its entities; ``effective``
     raises the probability to r / holding rate per (client, modality), capped at 1, so the
-    share is r wherever enough entities were dealt an item (see ``effective_rates``)."""
+    share is r wherever enough entities were dealt an item (see ``effective_rates``).
+    ``cover``: see ``deal_items``."""
     mods = list(modalities) if modalities is not None else dataset.modalities
     ents = [c.entities for c in partition.clients]
-    held = {m: deal_items(dataset.item_entity[m], ents, alpha, partitioned, seed=seed * 1000 + i)
+    held = {m: deal_items(dataset.item_entity[m], ents, alpha, partitioned, seed=seed * 1000 + i, cover=cover)
             for i, m in enumerate(mods)}
     out = []
     for c, client in enumerate(partition.clients):
