@@ -34,6 +34,7 @@ from benchmark.errors import BenchmarkError
 from benchmark.guard import verdict as guard_verdict
 from benchmark.federation import FederatedData, FederationMeta, build_federation
 from benchmark.memory import PeakMemory
+from benchmark.record import Record
 from benchmark.metrics import client_weighted_scores
 from benchmark.results import now_iso, provenance
 from benchmark.roles import ClientSide, ServerSide
@@ -409,39 +410,26 @@ class Engine:
             status, error = "failed", {"round": -1, "reason": "no evaluation happened"}
         rounds_run = len(sim.history.get("round", []))
         secs = sim.history.get("seconds", [])
-        record = {
-            "params": {},
-            "seed": self.cfg.seed,
-            "status": status,
-            "error": error,
-            "metrics": metrics,
-            "best_round": best.get("round", -1),
-            "rounds_run": rounds_run,
-            "per_client": per_client_out,
-            "client_sizes": sizes,
-            "curves": sim.history,
-            "comm": sim.ledger.summary(),
-            "seconds_per_round": float(np.median(secs)) if secs else None,
-            "cost": sim.cost.summary(type(self.channel).__name__) if sim.cost else None,
-            "server_memory_mb": sim.cost.server_memory_mb if sim.cost else None,
-            "bytes_per_round": (sim.ledger.total_bytes("up", "train") + sim.ledger.total_bytes("down", "train"))
+        record = Record(
+            status=status, seed=self.cfg.seed, error=error, metrics=metrics,
+            best_round=best.get("round", -1), rounds_run=rounds_run,
+            per_client=per_client_out, client_sizes=sizes, curves=sim.history, comm=sim.ledger.summary(),
+            seconds_per_round=float(np.median(secs)) if secs else None,
+            cost=sim.cost.summary(type(self.channel).__name__) if sim.cost else None,
+            server_memory_mb=sim.cost.server_memory_mb if sim.cost else None,
+            bytes_per_round=(sim.ledger.total_bytes("up", "train") + sim.ledger.total_bytes("down", "train"))
             / max(rounds_run, 1),
-            "algorithm": {"name": self.cfg.algorithm.name, "personalized": self.algo_cls.personalized,
-                          "constant_scores": bool(getattr(self.algo_cls, "constant_scores", False))},
-            "config": self.cfg.to_dict(),
-            "provenance": provenance(self.cfg, self.meta.artifact_hash, self.meta.artifact_recipe, self.device),
-            "determinism": determinism,
-            "availability": dict(self.meta.availability),
-            **({"coverage": dict(self.meta.coverage)} if self.meta.coverage else {}),
-            "peak_memory_mb": peak_mb,
-            "memory_growth_mb": growth_mb,
-            "wall_time_s": wall,
-            "timestamp": now_iso(),
-        }
-        if getattr(self, "pretraining", None):
-            record["pretraining"] = self.pretraining  # the stage this run started from (benchmark.stages)
-        record["guard"] = guard_verdict(record)  # collapsed / converged, benchmark/guard.py
-        return record
+            algorithm={"name": self.cfg.algorithm.name, "personalized": self.algo_cls.personalized,
+                       "constant_scores": bool(getattr(self.algo_cls, "constant_scores", False))},
+            config=self.cfg.to_dict(),
+            provenance=provenance(self.cfg, self.meta.artifact_hash, self.meta.artifact_recipe, self.device),
+            determinism=determinism, availability=dict(self.meta.availability), coverage=dict(self.meta.coverage),
+            peak_memory_mb=peak_mb, memory_growth_mb=growth_mb, wall_time_s=wall, timestamp=now_iso(),
+            # the stage this run started from (benchmark.stages)
+            pretraining=getattr(self, "pretraining", None) or None,
+        )
+        record.guard = guard_verdict(record.to_dict())  # collapsed / converged, benchmark/guard.py
+        return record.to_dict()
 
 
 def run_config(cfg: RunConfig, progress: bool = False) -> dict[str, Any]:

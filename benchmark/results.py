@@ -29,6 +29,7 @@ import torch
 from benchmark import __version__
 from benchmark.config import RunConfig
 from benchmark.errors import BenchmarkError
+from benchmark.record import SCHEMA_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GIT_STATE_ENV = "FEDMM_GIT_STATE"
@@ -297,6 +298,8 @@ RECORD_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "submission": (_dict_of(_any), "an object"),
     "guard": (_dict_of(_any), "an object"),
     "error": (_error_ok, "null, a string or {round, reason}"),
+    "schema_version": (lambda v: _is_int(v) and 1 <= v <= SCHEMA_VERSION,
+                       f"an integer from 1 to {SCHEMA_VERSION} (this reader's record schema)"),
 }
 
 

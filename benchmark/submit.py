@@ -48,6 +48,7 @@ from typing import Any
 
 from benchmark import registry as R
 from benchmark.errors import BenchmarkError
+from benchmark.record import Record, failed_record
 from benchmark.options import undeclared_numeric_options
 from benchmark.stopping import as_interrupted
 from benchmark.threads import threads_per_job
@@ -433,10 +434,9 @@ def run_submitted_cell(path: str, name: str, info: dict[str, str], cell: Any, re
     except (Exception, SystemExit) as e:  # noqa: BLE001 - a failing cell is recorded, the suite goes on
         tb = traceback.extract_tb(e.__traceback__)
         where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
-        record = {"status": "failed", "error": {"round": -1, "reason": f"{type(e).__name__}: {e}{where}"},
-                  "metrics": {}, "timestamp": now_iso()}
-    record.update({"suite": cell.suite, "scale": cell.scale, "cell_id": cell.cell_id, "params": cell.params,
-                   "seed": cell.seed, "submission": dict(info)})
+        record = failed_record(cell.seed, f"{type(e).__name__}: {e}{where}", -1, now_iso()).to_dict()
+    record = Record.from_dict(record).stamped(suite=cell.suite, scale=cell.scale, cell_id=cell.cell_id,
+                                              params=cell.params, seed=cell.seed, submission=dict(info)).to_dict()
     ResultStore(results_path).append(record)
     return record
 

@@ -63,6 +63,7 @@ from benchmark.config import (NAME_HELP, NAME_PATTERN, build_run_config, check_o
                               load_yaml)
 from benchmark.errors import ConfigError, closest
 from benchmark.results import GIT_STATE_ENV, ResultStore, git_state, now_iso, stale_reasons
+from benchmark.record import Record, failed_record
 from benchmark.safe_yaml import clip, short_repr
 from benchmark.stopping import as_interrupted, stop_on_signals
 from benchmark.threads import threads_per_job
@@ -437,8 +438,7 @@ def reference_grids(grids: list[dict[str, list[Any]]], references: list[str],
 
 
 def _failed_record(cell: Cell, reason: str, rnd: int = -1) -> dict[str, Any]:
-    return {"status": "failed", "error": {"round": rnd, "reason": reason}, "metrics": {}, "seed": cell.seed,
-            "timestamp": now_iso()}
+    return failed_record(cell.seed, reason, rnd, now_iso()).to_dict()
 
 
 def execute_cell(cell: Cell, threads: int = 1, backend: str = "joblib") -> dict[str, Any]:
@@ -461,9 +461,11 @@ def stamp(cell: Cell, record: dict[str, Any], backend: str = "joblib",
           worker_pid: int | None = None) -> dict[str, Any]:
     """The cell's identity on its record (suite, scale, id, grid values, seed), the sweep
     backend that ran it and the worker process (-1 when the driver records a worker's death)."""
-    record.update({"suite": cell.suite, "scale": cell.scale, "cell_id": cell.cell_id, "params": cell.params,
-                   "seed": cell.seed, "sweep_backend": backend,
-                   "worker_pid": os.getpid() if worker_pid is None else worker_pid})
+    stamped = Record.from_dict(record).stamped(
+        suite=cell.suite, scale=cell.scale, cell_id=cell.cell_id, params=cell.params, seed=cell.seed,
+        sweep_backend=backend, worker_pid=os.getpid() if worker_pid is None else worker_pid)
+    record.clear()  # callers hold this dict: it becomes the stamped record in place
+    record.update(stamped.to_dict())
     return record
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from benchmark.errors import ConfigError
+from benchmark.record import Record, failed_record
 from benchmark.results import ResultStore, now_iso, provenance
 
 STATS_KINDS = ("kg_partition",)
@@ -74,20 +75,16 @@ def stats_record(cell: Any) -> dict[str, Any]:
     try:
         cfg = build_run_config(cell.config)
         fed = build_federation(cfg)
-        record: dict[str, Any] = {
-            "status": "ok", "error": None,
-            "metrics": kg_partition_metrics(fed.stats, list(fed.modalities)),
-            "stats": {k: fed.stats.get(k) for k in ("partition_info", "missing_info", "dataset", "num_nodes",
-                                                    "num_edges", "num_relations")},
-            "config": cfg.to_dict(),
-            "provenance": provenance(cfg, fed.artifact_hash, fed.stats.get("artifact_recipe", ""),
-                                     torch.device("cpu")),
-        }
+        record = Record(
+            status="ok", seed=cell.seed, metrics=kg_partition_metrics(fed.stats, list(fed.modalities)),
+            config=cfg.to_dict(),
+            provenance=provenance(cfg, fed.artifact_hash, fed.stats.get("artifact_recipe", ""), torch.device("cpu")),
+            extra={"stats": {k: fed.stats.get(k) for k in ("partition_info", "missing_info", "dataset", "num_nodes",
+                                                           "num_edges", "num_relations")}})
     except Exception as e:  # noqa: BLE001 - recorded like a failed training cell
-        record = {"status": "failed", "error": {"round": -1, "reason": f"{type(e).__name__}: {e}"}, "metrics": {}}
-    record.update({"suite": cell.suite, "scale": cell.scale, "cell_id": cell.cell_id, "params": cell.params,
-                   "seed": cell.seed, "wall_time_s": time.perf_counter() - start, "timestamp": now_iso()})
-    return record
+        record = failed_record(cell.seed, f"{type(e).__name__}: {e}")
+    return record.stamped(suite=cell.suite, scale=cell.scale, cell_id=cell.cell_id, params=cell.params,
+                          seed=cell.seed, wall_time_s=time.perf_counter() - start, timestamp=now_iso()).to_dict()
 
 
 def run_stats_suite(suite: Any, scale: str | None, results_dir: str | Path,
