@@ -115,11 +115,25 @@ class TrainConfig:
                                 choices=("highest", "high", "medium"))
 
 
+def _tracker_names() -> tuple[str, ...]:
+    """The registered experiment trackers (read when a value is checked: plugins may add some)."""
+    from benchmark.trackers import tracker_names
+
+    return tracker_names()
+
+
 @dataclass
 class OutputConfig:
+    """Where a run writes, and what it reports to: never part of a config or protocol hash."""
+
     results_dir: str = opt("results", "where `sweep` appends result records")
     cache_dir: str = opt(".cache/fedmm", "federated artifacts and encoded features")
     checkpoint_dir: str = opt(".cache/fedmm/checkpoints", "resume state of running cells")
+    trackers: list[str] = field(default_factory=list, metadata={
+        "help": "experiment trackers fed every round: csv, tensorboard, mlflow (the last two: "
+                "pip install -e .[track]); empty = off", "choices": _tracker_names})
+    tracker_dir: str = opt("runs/trackers", "trackers' output: <tracker_dir>/<algorithm>-<config hash>-seed<seed>/ "
+                                            "per run, MLflow's store <tracker_dir>/mlflow.db")
 
 
 @dataclass
@@ -357,6 +371,10 @@ def validate(cfg: RunConfig) -> None:
     R.FUSIONS.get(cfg.model.fusion)
     if abs(cfg.split.train + cfg.split.val + cfg.split.test - 1.0) > 1e-6:
         raise ConfigError("split.train + split.val + split.test must sum to 1")
+    if cfg.output.trackers:
+        from benchmark.trackers import check_trackers
+
+        check_trackers(cfg.output.trackers)  # known, and its packages installed
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
@@ -399,7 +417,8 @@ def check_output_dir(path: str | Path, where: str) -> None:
 def check_output_paths(cfg: RunConfig) -> None:
     """Every ``output.*`` folder of a run, checked before any work."""
     for f in dataclasses.fields(OutputConfig):
-        check_output_dir(getattr(cfg.output, f.name), f"output.{f.name}")
+        if isinstance(getattr(cfg.output, f.name), str):  # a folder (``trackers`` is a list of names)
+            check_output_dir(getattr(cfg.output, f.name), f"output.{f.name}")
 
 
 def defaults_yaml() -> dict[str, Any]:

@@ -38,6 +38,7 @@ from benchmark.record import Record
 from benchmark.metrics import client_weighted_scores
 from benchmark.results import now_iso, provenance
 from benchmark.roles import ClientSide, ServerSide
+from benchmark.trackers import Trackers
 
 
 #: what ``train.device: auto`` resolves to when set (the test suite's ``--device`` sets it)
@@ -157,6 +158,8 @@ class Engine:
             raise BenchmarkError(f"algorithm '{cfg.algorithm.name}' is not defined for task '{cfg.task.name}' "
                                  f"(it supports: {', '.join(self.algo_cls.tasks)})")
         self.algo_cfg = component_config(R.ALGORITHMS, cfg.algorithm, "algorithm")
+        # output.trackers (benchmark/trackers): built now, so a missing package fails before any data is built
+        self.trackers = Trackers.from_config(cfg)
         self.fed: FederatedData | None = None
         if channel is not None:
             self.channel = channel(self)
@@ -300,10 +303,14 @@ class Engine:
     def _run(self, resume: bool) -> dict[str, Any]:
         cfg = self.cfg
         primary = f"val/{self.task.primary_metric}"
+        trackers = self.trackers
+        if trackers:  # the config as params, the record's provenance as tags; before the clock and memory watch
+            trackers.start(cfg, provenance(cfg, self.meta.artifact_hash, self.meta.artifact_recipe, self.device))
         start = time.perf_counter()
         status, error = "ok", None
         local = isinstance(self.channel, LocalChannel)
-        with PeakMemory(self.device) as mem, DeterminismWatch(cfg.train.deterministic) as watch:
+        with trackers.closed_on_error(), PeakMemory(self.device) as mem, \
+                DeterminismWatch(cfg.train.deterministic) as watch:
             server = ServerSide(self.algo_cls, self.algo_cfg, self._context())
             sim = self._load_checkpoint(server) if resume and local and cfg.train.checkpoint_every > 0 else None
             if sim is None:
@@ -319,6 +326,7 @@ class Engine:
             else:
                 server.algo = sim.algo
                 self.channel.states = sim.states  # type: ignore[attr-defined]
+                trackers.replay(sim.history)  # the rounds before the checkpoint
             cost = sim.cost = sim.cost or CostLog()
             cost.note_server(server.algo, sim.broadcast)
             rounds = range(sim.next_round, cfg.train.rounds)
@@ -371,19 +379,25 @@ class Engine:
                     sim.history[primary].append(None)
                     sim.history[f"test/{self.task.primary_metric}"].append(None)
                 _pad_history(sim.history)
+                trackers.log_round(sim.history)
                 sim.next_round = rnd + 1
                 if local and cfg.train.checkpoint_every > 0 and sim.next_round % cfg.train.checkpoint_every == 0:
                     self._save_checkpoint(sim, server)
                 if cfg.train.patience > 0 and sim.bad_evals >= cfg.train.patience:
                     break
-        if self.audit and sim.ledger.violations and status == "ok":
-            status, error = "failed", {"round": -1, "reason": "ledger audit: " + sim.ledger.violations[0]}
-        ckpt = self._checkpoint_path()
-        if local and ckpt.exists():
-            ckpt.unlink()
-        self.sim = sim
-        return self._record(sim, status, error, time.perf_counter() - start, mem.peak_mb, mem.growth_mb,
-                            watch.summary())
+        record: dict[str, Any] | None = None
+        try:
+            if self.audit and sim.ledger.violations and status == "ok":
+                status, error = "failed", {"round": -1, "reason": "ledger audit: " + sim.ledger.violations[0]}
+            ckpt = self._checkpoint_path()
+            if local and ckpt.exists():
+                ckpt.unlink()
+            self.sim = sim
+            record = self._record(sim, status, error, time.perf_counter() - start, mem.peak_mb, mem.growth_mb,
+                                  watch.summary())
+        finally:
+            trackers.finish(record)  # final metrics and status; None (this raised): only closed
+        return record
 
     def _record(self, sim: SimState, status: str, error: dict | None, wall: float, peak_mb: float,
                 growth_mb: float, determinism: dict[str, Any]) -> dict[str, Any]:

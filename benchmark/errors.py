@@ -23,6 +23,12 @@ class DataError(BenchmarkError):
     """A data file is missing or malformed."""
 
 
+class ContractError(BenchmarkError):
+    """A plugged-in component broke its contract with the engine: an algorithm hook returned
+    the wrong type, a dataset loader returned a malformed graph. One line naming the
+    component, the hook and what was expected (``benchmark/contracts.py``)."""
+
+
 def closest(name: str, choices: Iterable[str]) -> str:
     """Return ' (did you mean 'x'?)' for the closest choice, or '' when none is close."""
     match = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.5)

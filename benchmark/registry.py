@@ -111,9 +111,12 @@ FUSIONS: Registry[Any] = Registry("fusion")
 BACKBONES: Registry[Any] = Registry("backbone")
 ALGORITHMS: Registry[Any] = Registry("algorithm")
 METRICS: Registry[Any] = Registry("metric")
+#: experiment trackers a run reports to (``output.trackers``; benchmark/trackers)
+TRACKERS: Registry[Any] = Registry("tracker")
 
 
-PLUGIN_PACKAGES = ("benchmark.tasks", "benchmark.models", "benchmark.metrics", "data_prep", "baselines", "methods")
+PLUGIN_PACKAGES = ("benchmark.tasks", "benchmark.models", "benchmark.metrics", "benchmark.trackers", "data_prep",
+                   "baselines", "methods")
 _loaded = False
 
 

@@ -18,6 +18,10 @@ Every hook call runs under its own seed, derived from the run seed, the role, th
 and the round (:func:`seed_hook`), so a client draws the same random numbers whether it
 runs in this process, in a Ray worker or on another machine, and in whatever order the
 clients of a round run.
+
+Every hook's result is checked where it crosses to the engine (:mod:`benchmark.contracts`:
+outer types only), so a hook that returns None or a list is one line naming the class, the
+hook and what it must return, not an AttributeError in the ledger.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import torch
 
 from benchmark.algorithm import AlgoContext, Algorithm, Broadcast
 from benchmark.comm import Payload
+from benchmark.contracts import check_broadcast, check_payload, check_replies, check_scores
 from benchmark.federation import ClientData
 
 SERVER_HOOKS = ("init_server", "setup_aggregate", "aggregate")
@@ -68,15 +73,15 @@ class ServerSide:
 
     def init_server(self) -> Broadcast:
         seed_hook(self.seed, "server", "init")
-        return self.algo.init_server()
+        return check_broadcast(type(self.algo), "init_server", self.algo.init_server())
 
     def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:
         seed_hook(self.seed, "server", "setup")
-        return self.algo.setup_aggregate(uploads)
+        return check_replies(type(self.algo), "setup_aggregate", self.algo.setup_aggregate(uploads), uploads)
 
     def aggregate(self, uploads: dict[int, Payload], rnd: int) -> Broadcast:
         seed_hook(self.seed, "server", "aggregate", rnd)
-        return self.algo.aggregate(uploads, rnd)
+        return check_broadcast(type(self.algo), "aggregate", self.algo.aggregate(uploads, rnd))
 
 
 class ClientSide:
@@ -93,7 +98,7 @@ class ClientSide:
 
     def setup_upload(self, client: ClientData, state: dict) -> Payload:
         seed_hook(self.seed, "client", "setup_upload", client.cid)
-        return self.algo.setup_upload(client, state)
+        return check_payload(type(self.algo), "setup_upload", self.algo.setup_upload(client, state))
 
     def setup_receive(self, client: ClientData, state: dict, payload: Payload) -> None:
         seed_hook(self.seed, "client", "setup_receive", client.cid)
@@ -101,15 +106,17 @@ class ClientSide:
 
     def client_update(self, client: ClientData, state: dict, received: Payload, rnd: int) -> Payload:
         seed_hook(self.seed, "client", "update", client.cid, rnd)
-        return self.algo.client_update(client, state, received, rnd)
+        return check_payload(type(self.algo), "client_update", self.algo.client_update(client, state, received, rnd))
 
     def evaluate(self, client: ClientData, state: dict, received: Payload, rnd: int) -> dict[str, dict[str, float]]:
         """Scores after round ``rnd``; an ``evaluate`` that takes ``rnd`` is told the round
         (the message's round, which a client knows without any server object)."""
         seed_hook(self.seed, "client", "evaluate", client.cid, rnd)
         if self._eval_takes_round:
-            return self.algo.evaluate(client, state, received, rnd=rnd)  # type: ignore[call-arg]
-        return self.algo.evaluate(client, state, received)
+            scores = self.algo.evaluate(client, state, received, rnd=rnd)  # type: ignore[call-arg]
+        else:
+            scores = self.algo.evaluate(client, state, received)
+        return check_scores(type(self.algo), "evaluate", scores)
 
 
 __all__ = ["CLIENT_HOOKS", "ClientSide", "SERVER_HOOKS", "ServerSide", "hook_seed", "seed_hook"]

@@ -30,6 +30,7 @@ import data_prep.partition.louvain  # noqa: F401
 from benchmark import registry as R
 from benchmark import state_codec
 from benchmark.config import ComponentConfig, RunConfig, component_config
+from benchmark.contracts import check_graph
 from benchmark.errors import ConfigError, warn_rebuild
 from benchmark.federation import ClientData, ClientIndex, FederatedData, GraphDataset, PartitionResult, register_builder
 from data_prep.normalize import NORMALIZATIONS, conditioned_features
@@ -361,6 +362,7 @@ def build_federation(cfg: RunConfig) -> FederatedData:
         from data_prep.kg.build import build_kg_federation
 
         return build_kg_federation(cfg, dataset)
+    check_graph(f"dataset '{cfg.dataset.name}' ({ds_cls.__name__}.load)", dataset)  # one line, not an IndexError later
     n, mods = dataset.num_nodes, dataset.modalities
     if cfg.partition.num_clients > n:
         raise ConfigError(
