@@ -147,6 +147,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     torch.set_num_threads(threads_per_job(1))   # the count a sweep gives the same cell: same numbers
     record = run_backend(a.backend)(cfg, progress=True, resume=a.resume)
     record["params"] = {"config": a.config or "defaults", "overrides": a.overrides}
+    record.setdefault("backend", "inprocess")  # the Flower backend names itself
     record = failed_on_non_finite(record)  # what the store keeps, and what is reported
     if a.out:
         ResultStore(a.out).append(record)

@@ -23,7 +23,7 @@ STATUSES = ("ok", "failed")
 
 # optional fields: written only when set (None or empty), as the records before this class did
 _OMIT_WHEN_UNSET = ("coverage", "pretraining", "submission", "suite", "scale", "cell_id", "sweep_backend",
-                    "worker_pid", "guard")
+                    "worker_pid", "guard", "backend")
 
 
 @dataclass
@@ -69,6 +69,8 @@ class Record:
     cell_id: str | None = None
     sweep_backend: str | None = None
     worker_pid: int | None = None
+    # the engine's transport: inprocess, flower-simulation or flower-deployment
+    backend: str | None = None
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -42,7 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
 # them at once on one host fight over Ray's session and Flower's ports, so under pytest-xdist
 # they share one group and run one after another on one worker.
 RAY_OR_FLOWER = {"test_ray_sweep.py", "test_ray_sweep_driver.py", "test_flower_backend.py",
-                 "test_flower_deployment.py", "test_cost.py", "test_env_values.py", "test_ray_cluster_running.py"}
+                 "test_cost.py", "test_env_values.py", "test_ray_cluster_running.py",
+                 "test_flower_deploy_guide.py"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -56,7 +56,7 @@ def test_run_backend_flower_equals_in_process(algo, task, tmp_path, capsys):
     capsys.readouterr()
     flower = json.loads((tmp_path / "flower.jsonl").read_text().splitlines()[-1])
     local = Engine(cfg).run()
-    assert flower["backend"] == "flower"
+    assert flower["backend"] == "flower-simulation"
     _same(local, flower)
     # evaluation costs Flower one message per client (the in-process engine reads the broadcast)
     assert flower["comm"]["eval_bytes_down"] > 0 or local["comm"]["bytes_down"] == 0

@@ -68,12 +68,15 @@ class FlowerChannel(Channel):
 
     remote = True
 
-    def __init__(self, grid: Grid, engine: "Engine", num_nodes: int, wait_s: float = NODE_WAIT_S) -> None:
+    def __init__(self, grid: Grid, engine: "Engine", num_nodes: int, wait_s: float = NODE_WAIT_S,
+                 announce: bool = False) -> None:
         if engine.algo_cls.centralized:
             raise BenchmarkError(f"algorithm '{engine.cfg.algorithm.name}' is a centralized upper bound: it pools "
                                  "every client's data, so it has no federated form to run under Flower")
         self.grid = grid
         self.config = _config_json(engine.cfg)
+        self.announce = announce  # a line per round on stdout: what `flwr run --stream` shows
+        self.rounds = engine.cfg.train.rounds
         self.device = engine.device
         self.pending: dict[int, Payload] = {}
         self.meta_json: str | None = None  # sent with every message once the nodes have said who they are
@@ -110,7 +113,9 @@ class FlowerChannel(Channel):
             if len(nodes) >= n:
                 return nodes
             if time.monotonic() > deadline:
-                raise BenchmarkError(f"only {len(nodes)} of {n} Flower nodes connected within {wait_s:.0f} s")
+                raise BenchmarkError(f"only {len(nodes)} of {n} Flower nodes connected within {wait_s:.0f} s: start one "
+                                     f"SuperNode per client of the run config (partition.num_clients = {n}), each "
+                                     f"with its own {PARTITION_KEY} 0..{n - 1}")
             time.sleep(0.5)
 
     def _message(self, node: int, kind: str, arrays: dict[str, Payload], rnd: int = -1) -> Message:
@@ -177,26 +182,48 @@ class FlowerChannel(Channel):
         ups = {cid: self._upload(m) for cid, m in replies.items()}
         self.last_exchange = ExchangeTiming(encode_s=encoded - start, decode_s=time.perf_counter() - received,
                                             client_s=received - encoded)
+        if self.announce:
+            print(f"fedmm: round {rnd + 1}/{self.rounds}: {len(ups)} clients trained in "
+                  f"{time.perf_counter() - start:.1f} s", flush=True)
         return ups
 
+    def evaluate_announced(self, rnd: int, scores: dict[int, Scores]) -> None:
+        if self.announce:
+            print(f"fedmm: round {rnd + 1}/{self.rounds}: evaluated on {len(scores)} clients", flush=True)
+
     def evaluate(self, rnd: int, sends: dict[int, Payload]) -> dict[int, Scores]:
-        return {cid: C.record_to_scores(m.content["scores"]) for cid, m in self._send("evaluate", sends, rnd).items()}  # type: ignore[arg-type]
+        scores = {cid: C.record_to_scores(m.content["scores"]) for cid, m in self._send("evaluate", sends, rnd).items()}  # type: ignore[arg-type]
+        self.evaluate_announced(rnd, scores)
+        return scores
 
 
 def make_server_app(config: Callable[[Context], RunConfig], sink: RecordSink, num_nodes: Callable[[Context], int],
-                    progress: bool = False) -> ServerApp:
-    """A ServerApp that runs one cell of ``config(context)`` and hands its record to ``sink``."""
+                    progress: bool = False, backend: str = "flower-simulation") -> ServerApp:
+    """A ServerApp that runs one cell of ``config(context)`` and hands its record to ``sink``,
+    named by ``backend`` (``flower-simulation`` or ``flower-deployment``). A run that raises
+    still hands over a failed record with the reason, then raises, so Flower marks it failed
+    and a caller reading the sink learns why."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         from benchmark.engine import Engine
+        from benchmark.record import failed_record
+        from benchmark.results import now_iso
 
-        cfg = config(context)
-        n = num_nodes(context)
-        engine = Engine(cfg, channel=lambda eng: FlowerChannel(grid, eng, n), progress=progress)
-        record = engine.run(resume=False)
-        record["backend"] = "flower"
+        try:
+            cfg = config(context)
+            n = num_nodes(context)
+            announce = backend == "flower-deployment"
+            engine = Engine(cfg, channel=lambda eng: FlowerChannel(grid, eng, n, announce=announce), progress=progress)
+            record = engine.run(resume=False)
+        except Exception as e:
+            failed = failed_record(int(getattr(locals().get("cfg"), "seed", 0)), f"{type(e).__name__}: {e}",
+                                   timestamp=now_iso()).to_dict()
+            failed["backend"] = backend
+            sink(failed, context)
+            raise
+        record["backend"] = backend
         sink(record, context)
 
     return app

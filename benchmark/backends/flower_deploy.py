@@ -46,8 +46,9 @@ def write_record(record: dict[str, Any], context: Context) -> None:
     path = str(context.run_config.get("results", "") or "")
     if path:
         ResultStore(path).append(record)
-    tests = {k: round(v, 4) for k, v in record["metrics"].items() if k.startswith("test/")}
-    print(f"fedmm: {record['status']} {record['algorithm']['name']} seed {record['seed']}: {tests}")
+    tests = {k: round(v, 4) for k, v in (record.get("metrics") or {}).items() if k.startswith("test/")}
+    name = (record.get("algorithm") or {}).get("name") or (record.get("config") or {}).get("algorithm", {}).get("name")
+    print(f"fedmm: {record['status']} {name} seed {record['seed']}: {tests or record.get('error')}")
 
 
 def num_clients(context: Context) -> int:
@@ -56,7 +57,7 @@ def num_clients(context: Context) -> int:
     return n or run_config_of(context).partition.num_clients
 
 
-server_app = make_server_app(run_config_of, write_record, num_clients)
+server_app = make_server_app(run_config_of, write_record, num_clients, backend="flower-deployment")
 client_app = make_client_app(silo_data)
 
 __all__ = ["client_app", "run_config_of", "server_app", "silo_data"]

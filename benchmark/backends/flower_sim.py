@@ -3,7 +3,7 @@
 The federation is built here (or handed in), each virtual SuperNode gets the client of its
 ``partition-id`` and nothing else, and the ``ServerApp`` runs the engine's round loop
 through Flower messages (``benchmark.backends.flower_app``). The record is the one the
-in-process engine writes, with ``backend: flower``; for the same config and seed its
+in-process engine writes, with ``backend: flower-simulation``; for the same config and seed its
 metrics and ledger bytes are the same (``tests/test_flower_backend.py``).
 """
 
