@@ -156,7 +156,7 @@ class ModelAlgorithm(Algorithm):
     """Shared machinery for algorithms that train the multimodal GNN on each client.
 
     Keeps each client's model and Adam optimizer in its private state, so the optimizer
-    state survives across rounds (ALGORITHMS.md, rule 0), and provides the local training
+    state survives across rounds (docs/algorithms.md: clients keep their Adam state), and provides the local training
     loop with an optional extra loss term.
     """
 

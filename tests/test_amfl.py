@@ -1,5 +1,5 @@
 """AMFL track core: architecture specs and block kinds, the graph A_i, the population,
-the simulations, and the one-line errors for bad input (FedMBridge, PROTOCOLS.md Track 4)."""
+the simulations, and the one-line errors for bad input (FedMBridge, docs/protocols.md Track 4)."""
 
 from __future__ import annotations
 

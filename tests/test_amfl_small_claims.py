@@ -1,5 +1,5 @@
 """The committed small-scale AMFL stores (issue 16) are complete over 5 seeds, generated, and
-show what the README and the closing note say of them.
+show what docs/findings.md and the closing note say of them.
 
 `results/<suite>/small.jsonl` for fedmbridge_table2, fedmbridge_table3, fedmbridge_cost,
 fedmbridge_budget and amfl_graph come from `sweep <suite> --scale small` and are committed
@@ -184,12 +184,12 @@ def test_cost_fedmbridge_moves_least_and_its_per_layer_generator_costs_server_ti
                                                              - cost["amfl_hyperpfl"]["memory_mb"]) < 2
 
 
-def test_readme_states_the_stores_numbers(table2):
-    """The README's AMFL answers quote these means (3 decimals) and FedMBridge's best rounds."""
+def test_findings_page_states_the_stores_numbers(table2):
+    """The AMFL answers of docs/findings.md quote these means (3 decimals) and FedMBridge's best rounds."""
     import re
     from pathlib import Path
 
-    text = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    text = " ".join((Path(__file__).resolve().parent.parent / "docs" / "findings.md").read_text().split())
     quoted = {"fedmbridge": r"Its ACC is ([0-9.]+) ±", "amfl_heterofl": r"HeteroFL w/ mask ([0-9.]+)",
               "amfl_hyperpfl": r"HyperPFL w/ prune ([0-9.]+)", "amfl_apfl": r"APFL w/ prune ([0-9.]+)",
               "amfl_local": r"and Local ([0-9.]+)", "amfl_fedgkd": r"`fedmbridge_table2`; FedGKD\* ([0-9.]+),",

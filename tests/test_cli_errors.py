@@ -123,8 +123,8 @@ def test_submit_file_that_exits_during_import(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_submit_readme_skeleton_returning_none_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """README's "Adding an algorithm" skeleton returns None from client_update: one line naming
-    the hook, not an AttributeError from the ledger."""
+    """A skeleton whose client_update returns None (the README's old "Adding an algorithm" stub):
+    one line naming the hook, not an AttributeError from the ledger."""
     path = tmp_path / "skeleton.py"
     path.write_text(README_SKELETON)
     assert main(["submit", str(path), "--no-flower"]) == 2
@@ -172,10 +172,13 @@ def test_submit_interrupted_during_a_suite_counts_its_recorded_cells(
                    f"not run, the leaderboard not rebuilt; submitting again runs every cell again"]
 
 
-def test_readme_and_template_say_submit_runs_the_file() -> None:
-    readme = " ".join((ROOT / "README.md").read_text().split())
+def test_docs_and_template_say_submit_runs_the_file() -> None:
+    """The submit guide (docs/adding.md), the CLI page and the template all warn that submit runs the file."""
+    guide = " ".join((ROOT / "docs" / "adding.md").read_text().split())
+    cli = " ".join((ROOT / "docs" / "cli.md").read_text().split())
     template = " ".join((ROOT / "methods" / "template.py").read_text().split())
-    assert "`submit` imports the file, which runs its code" in readme and "submit only files you trust" in readme
+    assert "`submit` imports the file, which runs its code" in guide and "submit only files you trust" in guide
+    assert "`submit` imports the file, which runs its code" in cli and "submit only files you trust" in cli
     assert "runs all of its code" in template and "Submit only files you trust" in template
 
 

@@ -177,7 +177,7 @@ def test_fedmbridge_is_deterministic_per_seed():
 def test_the_server_update_trains_the_generated_models():
     """From chance to well above it in 25 rounds on six clients: the TAHN learns from the
     clients' deltas alone (no sign error, no ignored update). FedMBridge does not beat
-    Local at this budget (see the README of the AMFL track); this checks that it learns."""
+    Local at this budget (see the AMFL track in docs/findings.md); this checks that it learns."""
     from benchmark.config import build_run_config
     from benchmark.engine import Engine
 

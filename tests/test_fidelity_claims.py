@@ -1,4 +1,4 @@
-"""The fidelity numbers the README and `tables/fidelity.md` print are the ones the code computes
+"""The fidelity numbers docs/findings.md and `tables/fidelity.md` print are the ones the code computes
 from the committed stores, and each committed paper table's caption states the same score. A
 hand-edited number, or a store re-run without `python run_benchmark.py fidelity` (and `table`),
 fails here."""
@@ -11,7 +11,8 @@ import pytest
 
 from benchmark.report.fidelity import tau_text
 from benchmark.results import pending_stores
-from benchmark.report.fidelity_summary import FidelityRow, collect_fidelity, readme_block, readme_table, render_page
+from benchmark.report.fidelity_summary import (FINDINGS_PAGE, FidelityRow, collect_fidelity, findings_block,
+                                               findings_table, render_page)
 
 ROOT = Path(__file__).resolve().parent.parent
 # every committed store with a table that prints the paper's numbers and ranks methods
@@ -32,8 +33,8 @@ def test_every_paper_table_of_a_committed_store_is_scored(rows: list[FidelityRow
     assert all(r.fidelity.measured for r in rows)
 
 
-def test_readme_fidelity_table_is_the_generated_one(rows: list[FidelityRow]) -> None:
-    assert readme_table((ROOT / "README.md").read_text(encoding="utf-8")) == readme_block(rows), \
+def test_findings_page_fidelity_table_is_the_generated_one(rows: list[FidelityRow]) -> None:
+    assert findings_table((ROOT / FINDINGS_PAGE).read_text(encoding="utf-8")) == findings_block(rows), \
         "run: python run_benchmark.py fidelity"
 
 

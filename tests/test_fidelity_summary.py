@@ -1,4 +1,5 @@
-"""The fidelity summary from a suite's store: the `fidelity` verb's page and README table, and
+"""The fidelity summary from a suite's store: the `fidelity` verb's page and the findings page's
+table (docs/findings.md), and
 the leaderboard's fidelity lines and split markdown sections."""
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from markdown_tables import table_widths
 
 from benchmark.cli import main
 from benchmark.report.fidelity import tau_text
-from benchmark.report.fidelity_summary import (README_BEGIN, README_END, collect_fidelity, describe, readme_block,
-                                               readme_table, render_page, splice_readme)
+from benchmark.report.fidelity_summary import (FINDINGS_BEGIN, FINDINGS_END, FINDINGS_PAGE, collect_fidelity,
+                                               describe, findings_block, findings_table, render_page,
+                                               splice_findings)
 from benchmark.report.leaderboard import build_leaderboard
 from benchmark.report.markdown import MAX_MARKDOWN_COLUMNS
 from benchmark.results import ResultStore
@@ -62,27 +64,44 @@ def test_rows_from_a_store(results: Path) -> None:
     assert len(page_rows) == 1 and page_rows[0].rstrip(" |").endswith(tau_text(left))
 
 
-def test_fidelity_verb_writes_the_page_and_the_readme_table(results: Path, tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# Title\n\nprose before\n\n{README_BEGIN}\nstale\n{README_END}\n\nprose after\n")
-    assert main(["fidelity", "--results", str(results), "--out", str(tmp_path / "t"), "--readme", str(readme)]) == 0
+def test_fidelity_verb_writes_the_page_and_the_findings_table(results: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "findings.md"
+    page.write_text(f"# Title\n\nprose before\n\n{FINDINGS_BEGIN}\nstale\n{FINDINGS_END}\n\nprose after\n")
+    assert main(["fidelity", "--results", str(results), "--out", str(tmp_path / "t"), "--findings", str(page)]) == 0
     rows = collect_fidelity(results)
     assert (tmp_path / "t" / "fidelity.md").read_text() == render_page(rows)
-    text = readme.read_text()
-    assert readme_table(text) == readme_block(rows) and "stale" not in text
+    assert f"{FINDINGS_PAGE} holds the same table" in render_page(rows)
+    text = page.read_text()
+    assert findings_table(text) == findings_block(rows) and "stale" not in text
     assert text.startswith("# Title\n\nprose before\n\n") and text.endswith("\n\nprose after\n")
     assert f"{SUITE}_{SCALE}_0" in capsys.readouterr().out
 
 
-def test_readme_without_markers_is_a_one_line_error(results: Path, tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text("# no markers\n")
-    assert main(["fidelity", "--results", str(results), "--out", str(tmp_path), "--readme", str(readme)]) == 2
-    assert "fidelity markers" in capsys.readouterr().err and readme.read_text() == "# no markers\n"
+def test_the_findings_page_is_the_default_and_no_findings_leaves_it(results: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from a folder holding docs/findings.md: the verb rewrites that page's table, and
+    --no-findings (or the older --no-readme) leaves it as it was."""
+    monkeypatch.chdir(tmp_path)
+    page = tmp_path / FINDINGS_PAGE
+    page.parent.mkdir(parents=True)
+    original = f"{FINDINGS_BEGIN}\nstale\n{FINDINGS_END}\n"
+    for flag in ("--no-findings", "--no-readme"):
+        page.write_text(original)
+        assert main(["fidelity", "--results", str(results), "--out", "t", flag]) == 0
+        assert page.read_text() == original
+    assert main(["fidelity", "--results", str(results), "--out", "t"]) == 0
+    assert findings_table(page.read_text()) == findings_block(collect_fidelity(results))
+
+
+def test_page_without_markers_is_a_one_line_error(results: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "findings.md"
+    page.write_text("# no markers\n")
+    assert main(["fidelity", "--results", str(results), "--out", str(tmp_path), "--findings", str(page)]) == 2
+    assert "fidelity markers" in capsys.readouterr().err and page.read_text() == "# no markers\n"
     with pytest.raises(Exception, match="markers"):
-        splice_readme(f"{README_END}\n{README_BEGIN}\n", "x")
+        splice_findings(f"{FINDINGS_END}\n{FINDINGS_BEGIN}\n", "x")
 
 
 def test_leaderboard_shows_fidelity_and_no_table_is_too_wide(results: Path, tmp_path: Path) -> None:

@@ -121,15 +121,20 @@ def test_fig5_mmfed3_leads_on_the_client_view_only(fig5):
     assert max(server10, key=server10.get) == "mmfedlu" and server10["mmfed3"] < server10["mmfedlu"]
 
 
-def test_fig6_ae_and_cra_lead_and_mha_is_last(tmp_path):
-    """The paper's Figure 6 has CRA best and MHA second at every client count; here AE and CRA
-    lead (within 0.015 MRR of each other, AE ahead) and MHA is last at 3, 5 and 10 clients."""
+def test_fig6_reconstruction_nets_tie_at_convergence(tmp_path):
+    """The paper's Figure 6 has CRA best and MHA second at every client count. Trained to
+    convergence (issue 27) the four networks tie here: at 3, 5 and 10 clients their mean test
+    MRR spans less than 0.01 (0.005-0.007), inside the seed spread (std up to 0.011), at
+    0.38-0.40; no network leads at all three client counts."""
     _, records, _ = load_small("mmfed3_fig6")
     mrr = mean_metric(records, "mrr", "partition.num_clients", "algorithm.recon_net")
+    leaders = set()
     for n in (3, 5, 10):
         nets = {net: mrr[(n, net)] for net in ("ae", "mlp", "mha", "cra")}
-        assert sorted(nets, key=nets.get, reverse=True)[:2] == ["ae", "cra"], n
-        assert 0 < nets["ae"] - nets["cra"] < 0.015 and min(nets, key=nets.get) == "mha", n
+        assert max(nets.values()) - min(nets.values()) < 0.01, n
+        assert all(0.37 < v < 0.41 for v in nets.values()), n
+        leaders.add(max(nets, key=nets.get))
+    assert len(leaders) > 1
 
 
 # --------------------------------------------------------------------------- FedMPO ablation (Fig. 3)

@@ -1,4 +1,4 @@
-"""With a `ray start` cluster running on this host (as the README's scaling-out section has
+"""With a `ray start` cluster running on this host (as docs/scaling.md has
 the user start one), a Ray sweep without --address and a Flower simulation both start a Ray
 instance of their own and finish: before, ray.init joined the running cluster and refused
 the CPU count (the sweep failed with a traceback, the simulation hung)."""
@@ -65,4 +65,4 @@ def test_sweep_and_flower_run_beside_a_running_cluster(running_cluster, tmp_path
                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
     record = json.loads((tmp_path / "flower.jsonl").read_text().splitlines()[-1])
-    assert record["status"] == "ok" and record["backend"] == "flower"
+    assert record["status"] == "ok" and record["backend"] == "flower-simulation"

@@ -51,7 +51,7 @@ class AMFLAlgorithm(Algorithm):
         return str(getattr(self.cfg, "local_optimizer", "adam"))
 
     def client_model(self, client: AMFLClientData, state: dict) -> tuple[AMFLNet, torch.optim.Optimizer]:
-        """The client's persistent model and optimizer (rule 0 of ALGORITHMS.md: optimizer
+        """The client's persistent model and optimizer (docs/algorithms.md: optimizer
         state survives across rounds), created on first use."""
         if "model" not in state:
             model = build_net(client, self.ctx.seed, self.ctx.device)

@@ -16,12 +16,12 @@ received relation rows (so it is personalized).
 A relation's row is its base embedding and, with the task's reciprocal relations, the
 embedding of its inverse (``r + R_c``), concatenated: both describe the same relation type.
 
-Note on this benchmark: the relation-ID partition (PROTOCOLS.md Track 1) gives every
+Note on this benchmark: the relation-ID partition (docs/protocols.md Track 1) gives every
 relation type to exactly one client, so each global row has a single holder and the
 server's mean returns that client's own row: FedR then trains like S-Ind (each client
 alone). It is implemented faithfully all the same (the aggregation is tested on a hand
 example where two clients share a relation), so that it behaves as FedR on partitions
-where relation types overlap. Adam keeps its state across rounds (ALGORITHMS.md: unless
+where relation types overlap. Adam keeps its state across rounds (docs/algorithms.md: unless
 the method says otherwise; FedR does not).
 """
 

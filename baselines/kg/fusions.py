@@ -1,4 +1,4 @@
-"""The fusions Phi(S, V, D) of FedMKGC (ALGORITHMS.md section 1), registered by name.
+"""The fusions Phi(S, V, D) of FedMKGC (docs/algorithms.md, KG track), registered by name.
 
 Why a registry of their own (``KG_FUSIONS``, not ``benchmark.registry.FUSIONS``): these
 act on entity vectors already in the KGE entity space (the structural row S and the

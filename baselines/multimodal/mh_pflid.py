@@ -100,7 +100,7 @@ class MHpFLID(ModelAlgorithm):
     Only the messenger (the same multimodal GNN at ``messenger_ratio`` of the hidden size)
     is uploaded and size-weighted averaged; the personal model and receiver never leave the
     client, and evaluation is personalized. The paper's receiver/transmitter modules are
-    described loosely; this layout follows ALGORITHMS.md (a guess from a reproduction).
+    described loosely; this layout follows a third-party reproduction (a guess; docs/algorithms.md).
     """
 
     Config = MHpFLIDConfig

@@ -1,4 +1,4 @@
-"""Architectures as data: the spec of one AMFL client's model (PROTOCOLS.md, Track 4).
+"""Architectures as data: the spec of one AMFL client's model (docs/protocols.md, Track 4).
 
 A client model follows the paper's three steps (§4.2): one encoder per input modality,
 a fusion block when there are several, then a trunk MLP and the client's personal head

@@ -1,6 +1,6 @@
 """Score against cost: one point per method, its cost on x and its score on y.
 
-The efficiency-vs-score figure (FedMGS, PROTOCOLS.md Track 2): a method is worth its cost
+The efficiency-vs-score figure (FedMGS, docs/protocols.md Track 2): a method is worth its cost
 when it sits up and to the left. Each point is the mean over seeds of both quantities, with
 the seed std as whiskers on both axes and the method's name beside it. Either axis takes a
 ``test/*`` metric or a record field that tables know (``seconds_per_round``,

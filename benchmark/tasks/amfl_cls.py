@@ -1,4 +1,4 @@
-"""AMFL classification (PROTOCOLS.md Track 4): each client's personal model on its own
+"""AMFL classification (docs/protocols.md Track 4): each client's personal model on its own
 label space; ACC = mean over clients of personal test accuracy (FedMBridge §5.1).
 
 The engine weights clients by the ``n`` each reports; ACC is a plain mean over clients,

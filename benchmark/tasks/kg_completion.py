@@ -1,4 +1,4 @@
-"""KG completion (FedMKGC, PROTOCOLS.md Track 1): train a KGE decoder on a client's triples,
+"""KG completion (FedMKGC, docs/protocols.md Track 1): train a KGE decoder on a client's triples,
 score by filtered, tie-aware ranking over the client's own entities.
 
 The task works with any model that exposes ``decoder`` (a ``benchmark.kge`` decoder

@@ -3,7 +3,7 @@
 Why: the FedMPO / FedMGS node-classification datasets (Movies, Grocery, Ele-fashion) are
 not available offline; FB15K-237 is, with real text, real numeric attributes whose
 absence is *natural* (most entities simply have none), and real coarse types. It is the
-offline stand-in named in ``shared/docs/PROTOCOLS.md`` (Tracks 2 and 3).
+offline stand-in named in ``docs/protocols.md`` (Tracks 2 and 3).
 
 Nodes and edges. Nodes are FB15K-237 entities that have a kept type (below). Edges are
 all train/valid/test triples of the ConvE archive ``FB15k-237.tar.gz`` (read member by

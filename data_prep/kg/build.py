@@ -1,5 +1,5 @@
 """Build the federated artifact of a KG run: KG -> relation-id partition -> dealt items ->
-availability -> ``KGClientData`` clients (the FedMKGC protocol, PROTOCOLS.md Track 1).
+availability -> ``KGClientData`` clients (the FedMKGC protocol, docs/protocols.md Track 1).
 
 Same design as the graph builder (``data_prep/build.py``): the seed-dependent decisions
 (which triples and entities each client holds, which items it was dealt, which

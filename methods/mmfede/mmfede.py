@@ -1,4 +1,4 @@
-"""MMFedE (ALGORITHMS.md section 1; Alg. 1 of MMFeD3-HidE without imputation/diffusion).
+"""MMFedE (docs/algorithms.md, KG track; Alg. 1 of MMFeD3-HidE without imputation/diffusion).
 
 The server holds a global structural entity table S^s over the union of entities; client c
 receives the rows of its entities (the permutation P^c is the index map given by the
@@ -10,7 +10,7 @@ parameters are averaged the same way). Entity vectors: ``algorithm.fusion`` pick
 ``baselines.kg.fusions.KG_FUSIONS`` (average, weighted, concat, gated); ``weighted`` by
 default, ``a_0 S + a_v W_v x_v + a_d W_d x_d`` with ``a = softmax(logits)`` learnable.
 
-Choices the paper leaves open: Adam keeps its state across rounds (ALGORITHMS.md rule 0;
+Choices the paper leaves open: Adam keeps its state across rounds (docs/algorithms.md;
 the paper does not say it resets); missing features enter as their random fill, since
 MMFedE is the backbone *without* an imputer; feature rows are scaled to unit RMS before
 projection (see ``baselines/kg/common.py``).

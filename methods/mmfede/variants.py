@@ -1,5 +1,5 @@
 """MMFedProx and MMFedEC: the seed paper's FL baselines derived from the MMFedE backbone
-(ALGORITHMS.md section 1; seed App. C.A). Both keep MMFedE's payloads, server and
+(docs/algorithms.md, KG track; seed App. C.A). Both keep MMFedE's payloads, server and
 evaluation and only add a term to the client's local loss, so their differences from
 MMFedE measure that term alone.
 
