@@ -156,11 +156,12 @@ def protocol_hash(cfg: RunConfig) -> str:
     return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1} (a config as dotted keys)."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
         else:
             out[f"{prefix}{k}"] = v
     return out
@@ -185,7 +186,7 @@ def stale_reasons(record: dict[str, Any], cfg: RunConfig) -> list[str]:
     revision = algorithm_revision(cfg.algorithm.name)
     if int(prov.get("algorithm_revision", 1)) != revision:
         reasons.append(f"algorithm revision: {prov.get('algorithm_revision', 1)} -> {revision}")
-    old, new = _flatten(record.get("config") or {}), _flatten(cfg.to_dict())
+    old, new = flatten(record.get("config") or {}), flatten(cfg.to_dict())
     for key in sorted(old.keys() & new.keys()):
         if old[key] != new[key] and not execution_only(key, new[key]) and not execution_only(key, old[key]):
             reasons.append(f"{key}: {old[key]!r} -> {new[key]!r}")

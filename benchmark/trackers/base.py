@@ -29,21 +29,11 @@ from typing import Any, ClassVar
 
 from benchmark.errors import ConfigError, first_line
 from benchmark.registry import TRACKERS
+from benchmark.results import flatten
 from benchmark.safe_yaml import clip
 
 #: what ``pip`` installs the optional trackers' packages with
 EXTRA = "pip install -e .[track]"
-
-
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{'a': {'b': 1}} -> {'a.b': 1}."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 def as_text(value: Any) -> str:
