@@ -41,3 +41,25 @@ def tiny_config(algo: str, task: str, cache: Path | str, rounds: int = 2) -> Run
         "train": {"rounds": rounds, "local_epochs": 1, "lr": 0.01, "device": "auto"},
         "output": out,
     })
+
+
+def crash_and_resume(cfg: RunConfig, fed, monkeypatch, crash_round: int = 4) -> dict:
+    """Run ``cfg`` until its aggregation is interrupted (Ctrl-C) at ``crash_round``, then run it
+    again from its checkpoint; returns the resumed run's record."""
+    import pytest
+
+    from benchmark.engine import Engine
+
+    engine = Engine(cfg, fed=fed)
+    original = engine.algo_cls.aggregate
+
+    def crash(self, uploads, rnd):
+        if rnd == crash_round:
+            raise KeyboardInterrupt
+        return original(self, uploads, rnd)
+
+    monkeypatch.setattr(engine.algo_cls, "aggregate", crash)
+    with pytest.raises(KeyboardInterrupt):
+        engine.run()
+    monkeypatch.setattr(engine.algo_cls, "aggregate", original)
+    return Engine(cfg, fed=fed).run()

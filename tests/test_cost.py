@@ -14,7 +14,7 @@ import torch
 from benchmark.config import build_run_config
 from benchmark.cost import MIB, OTHER, PAPER_COT, STAGES, CostLog, ExchangeTiming, RoundTimer, held_tensor_bytes
 from benchmark.engine import Engine
-from small_configs import tiny_config
+from small_configs import crash_and_resume, tiny_config
 
 AMFL = ("amfl_local", "amfl_feddistill", "amfl_heterofl", "amfl_hyperpfl", "fedmbridge")
 TOL = 1e-9
@@ -89,19 +89,7 @@ def test_a_resumed_run_keeps_the_rounds_timed_before(tiny_fed, tmp_path, monkeyp
     cfg = build_run_config({"algorithm": {"name": "fedavg"}, "model": {"hidden": 16},
                             "train": {"rounds": 6, "lr": 0.01, "checkpoint_every": 2},
                             "output": {"checkpoint_dir": str(tmp_path / "ckpt")}})
-    engine = Engine(cfg, fed=tiny_fed)
-    original = engine.algo_cls.aggregate
-
-    def crash(self, uploads, rnd):
-        if rnd == 4:
-            raise KeyboardInterrupt
-        return original(self, uploads, rnd)
-
-    monkeypatch.setattr(engine.algo_cls, "aggregate", crash)
-    with pytest.raises(KeyboardInterrupt):
-        engine.run()
-    monkeypatch.setattr(engine.algo_cls, "aggregate", original)
-    rec = Engine(cfg, fed=tiny_fed).run()
+    rec = crash_and_resume(cfg, tiny_fed, monkeypatch)
     assert rec["cost"]["rounds"]["round"] == list(range(6))
     check_cost(rec)
 

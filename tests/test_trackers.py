@@ -18,6 +18,7 @@ from benchmark.engine import Engine
 from benchmark.errors import ConfigError
 from benchmark.results import protocol_hash
 from benchmark.trackers import Tracker, Trackers, run_name
+from small_configs import crash_and_resume
 
 
 def _cfg(tmp_path: Path, trackers: list[str], rounds: int = 4, **train: Any) -> RunConfig:
@@ -277,19 +278,7 @@ def test_an_mlflow_run_that_raised_ends_failed(tiny_fed, tmp_path: Path, monkeyp
 def test_a_resumed_run_replays_the_rounds_it_had(tiny_fed, tmp_path: Path, monkeypatch) -> None:
     full = Engine(_cfg(tmp_path / "full", ["csv"], rounds=6, checkpoint_every=2), fed=tiny_fed).run()
     cfg = _cfg(tmp_path, ["csv"], rounds=6, checkpoint_every=2)
-    engine = Engine(cfg, fed=tiny_fed)
-    original = engine.algo_cls.aggregate
-
-    def crash(self, uploads, rnd):
-        if rnd == 4:
-            raise KeyboardInterrupt
-        return original(self, uploads, rnd)
-
-    monkeypatch.setattr(engine.algo_cls, "aggregate", crash)
-    with pytest.raises(KeyboardInterrupt):
-        engine.run()
-    monkeypatch.setattr(engine.algo_cls, "aggregate", original)
-    resumed = Engine(cfg, fed=tiny_fed).run()
+    resumed = crash_and_resume(cfg, tiny_fed, monkeypatch)
     rows = read_csv(tmp_path / "trackers" / run_name(cfg) / "rounds.csv")
     assert [int(r["round"]) for r in rows] == list(range(6)) == resumed["curves"]["round"]
     key = next(k for k in resumed["curves"] if k.startswith("val/"))
