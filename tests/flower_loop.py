@@ -24,6 +24,7 @@ class LoopGrid(Grid):
         self.contexts = {100 + i: Context(run_id=1, node_id=100 + i, node_config={"partition-id": i},
                                           state=RecordDict(), run_config={}) for i in range(num_nodes)}
         self.sent: list[Message] = []
+        self.replies: dict[str, Message] = {}
 
     def set_run(self, run: object) -> None:  # noqa: D102 - no run to bind to
         pass
@@ -38,11 +39,18 @@ class LoopGrid(Grid):
     def get_node_ids(self) -> list[int]:  # noqa: D102
         return list(self.contexts)
 
-    def push_messages(self, messages: Iterable[Message]) -> list[str]:  # noqa: D102
-        raise NotImplementedError
+    def push_messages(self, messages: Iterable[Message]) -> list[str]:
+        """Each message gets an id (as Flower's grids give one) and its reply at once."""
+        ids = []
+        for msg in messages:
+            msg.metadata.__dict__["_message_id"] = f"m{len(self.sent)}"
+            self.sent.append(msg)
+            self.replies[msg.metadata.message_id] = self.app(msg, self.contexts[msg.metadata.dst_node_id])
+            ids.append(msg.metadata.message_id)
+        return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> list[Message]:  # noqa: D102
-        raise NotImplementedError
+        return [self.replies.pop(i) for i in list(message_ids) if i in self.replies]
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
         out = []
