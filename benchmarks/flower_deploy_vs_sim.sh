@@ -20,7 +20,7 @@ sim=$(echo "$(date +%s.%N) - $t0" | bc)
 
 flower-superlink --insecure --disable-runtime-dependency-installation --host 127.0.0.1 --port 9093 > "$WORK/link.log" 2>&1 &
 for i in 0 1; do
-  flower-supernode --insecure --isolation process --superlink 127.0.0.1:9093 --port $((9094 + i)) \
+  "$PY" -m benchmark.backends.flower_warm supernode --insecure --isolation process --superlink 127.0.0.1:9093 --port $((9094 + i)) \
     --node-config "partition-id=$i" > "$WORK/node$i.log" 2>&1 &
   "$PY" -m benchmark.backends.flower_warm --insecure --runtime-api-address 127.0.0.1:$((9094 + i)) > "$WORK/warm$i.log" 2>&1 &
 done

@@ -41,14 +41,14 @@ def guide_block() -> str:
 
 def test_guide_block_uses_distinct_ports_and_the_shipped_files():
     block = guide_block()
-    ports = re.findall(r"flower-supernode .*--port (\d+)", block)
+    ports = re.findall(r"flower_warm supernode .*--port (\d+)", block)
     assert len(ports) == 2 and len(set(ports)) == 2
     warm = re.findall(r"flower_warm .*--runtime-api-address 127\.0\.0\.1:(\d+)", block)
     assert sorted(warm) == sorted(ports)  # a warm executor beside each SuperNode
     assert "deploy/flower/flwr-config.toml" in block and "deploy/flower/run.yaml" in block
     import yaml
 
-    nodes = len(re.findall(r"^flower-supernode ", block, flags=re.M))
+    nodes = len(re.findall(r"flower_warm supernode ", block))
     assert yaml.safe_load((ROOT / "deploy/flower/run.yaml").read_text())["partition"]["num_clients"] == nodes
 
 

@@ -14,6 +14,10 @@ before. POSIX only (``os.fork``).
 
     flower-supernode --insecure --isolation process --port 9094 ... &
     python -m benchmark.backends.flower_warm --runtime-api-address 127.0.0.1:9094 --insecure &
+
+``python -m benchmark.backends.flower_warm supernode ARGS`` runs ``flower-supernode ARGS``
+with its idle wait cut from 3 s to ``NODE_IDLE_S``: a SuperNode that pulled nothing sleeps
+3 s before asking the SuperLink again, and every message of a round waits for that.
 """
 
 from __future__ import annotations
@@ -86,7 +90,39 @@ def warm_up() -> None:
     registry.load_plugins()
 
 
+NODE_IDLE_S = 0.2  # how long a SuperNode that pulled no message waits before asking again
+
+
+class _NodeClock:
+    """The ``time`` module as Flower's SuperNode loop sees it, with sleeps capped."""
+
+    def __getattr__(self, name: str):
+        import time
+
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        import time
+
+        time.sleep(min(seconds, NODE_IDLE_S))
+
+
+def supernode(argv: list[str]) -> int:
+    """``flower-supernode`` with the idle wait capped at ``NODE_IDLE_S``."""
+    from flwr.supernode import start_client_internal
+    from flwr.supernode.cli import flower_supernode
+
+    start_client_internal.time = _NodeClock()  # type: ignore[assignment]
+    sys.argv = ["flower-supernode", *argv]
+    flower_supernode()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["supernode"]:
+        return supernode(argv[1:])
     ap = argparse.ArgumentParser(description="warm task executor for a Flower SuperNode started with --isolation process")
     ap.add_argument("--runtime-api-address", required=True, help="the SuperNode's --host:--port (e.g. 127.0.0.1:9094)")
     ap.add_argument("--insecure", action="store_true", help="plain HTTP to the SuperNode (loopback)")
