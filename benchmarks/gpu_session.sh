@@ -15,6 +15,7 @@
 #   cp ../shared/data/SHA256SUMS .gpu/data/
 # Then run: bash benchmarks/gpu_session.sh   (carry: [".gpu"])
 # STEPS="1 2" runs a subset; DEVICE=cpu and SMALL=1 try the script itself on a CPU machine.
+# Each step has its own cap (T1..T4 seconds: 240, 100, 60, 75 per run), about 9 min in all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/fedmm_gpu_session}
@@ -31,16 +32,21 @@ small() { [ "${SMALL:-0}" = "1" ]; }
 for step in $STEPS; do
   case "$step" in
     1)
-      tests=(); small && tests=(tests/test_training_loop.py tests/test_determinism.py tests/test_checkpoint.py)
-      "$PY" -m pytest --device "$DEVICE" -q -p no:cacheprovider "${tests[@]}" 2>&1 | tee "$OUT/pytest_$DEVICE.log" | tail -5
+      # the CUDA-relevant files first (loop, determinism, checkpoint, engine, KG, AMFL), capped
+      tests=(tests/test_training_loop.py tests/test_determinism.py tests/test_checkpoint.py tests/test_engine.py
+             tests/test_kg_kge.py tests/test_kg_track.py tests/test_kg_imputers.py tests/test_mmfed3.py tests/test_amfl.py)
+      small && tests=(tests/test_training_loop.py tests/test_determinism.py tests/test_checkpoint.py)
+      workers=(); small || workers=(-n "${WORKERS:-8}")
+      timeout "${T1:-240}" "$PY" -m pytest --device "$DEVICE" -q -p no:cacheprovider "${workers[@]}" "${tests[@]}" 2>&1 \
+        | tee "$OUT/pytest_$DEVICE.log" | tail -5
       ;;
     2)
       extra=(); small && extra=(--dim 32 --batch 256 --negatives 32 --timed 2 --warmup 1 --eval-limit 100)
-      "$PY" run_benchmark.py bench kg --device "$DEVICE" "${extra[@]}" 2>&1 | tee "$OUT/bench_kg_$DEVICE.log"
+      timeout "${T2:-100}" "$PY" run_benchmark.py bench kg --device "$DEVICE" "${extra[@]}" 2>&1 | tee "$OUT/bench_kg_$DEVICE.log"
       ;;
     3)
       extra=(); small && extra=(--nodes 2000 --rounds 3)
-      "$PY" run_benchmark.py bench --device "$DEVICE" "${extra[@]}" 2>&1 | tee "$OUT/bench_graph_$DEVICE.log"
+      timeout "${T3:-60}" "$PY" run_benchmark.py bench --device "$DEVICE" "${extra[@]}" 2>&1 | tee "$OUT/bench_graph_$DEVICE.log"
       ;;
     4)
       for algo in "mmfede imputer=none" "mmfed3 imputer=hide"; do
@@ -53,7 +59,8 @@ for step in $STEPS; do
               --set train.local_epochs=3 --set train.rounds=2 --set train.lr=0.001 --set train.device="$DEVICE"
               --set algorithm.name="$1" --set algorithm."$2")
         small && sets+=(--set task.dim=16 --set task.num_negatives=32 --set train.local_epochs=1)
-        "$PY" run_benchmark.py run "${sets[@]}" --out "$OUT/paper_round_$1.jsonl" 2>&1 | tee "$OUT/paper_round_$1.log" | tail -4
+        timeout "${T4:-75}" "$PY" run_benchmark.py run "${sets[@]}" --out "$OUT/paper_round_$1.jsonl" 2>&1 \
+          | tee "$OUT/paper_round_$1.log" | tail -4
       done
       ;;
   esac
