@@ -123,21 +123,23 @@ def test_server_means_entities_over_holders_and_weights_projections(records):
     eng = records["mmfede"][1]
     algo = eng.sim.algo
     ids = algo.client_ids_seen
+    dev = algo.table.device  # uploads arrive on the server's device (CUDA under --device cuda)
     ups = {}
     for k, cid in enumerate(sorted(ids)):
         n = len(ids[cid])
-        ups[cid] = {"entity": torch.full((n, algo.table.shape[1]), float(k)), "num_train": torch.tensor([10.0 * (k + 1)]),
+        ups[cid] = {"entity": torch.full((n, algo.table.shape[1]), float(k), device=dev),
+                    "num_train": torch.tensor([10.0 * (k + 1)], device=dev),
                     **{name: torch.full_like(v, float(k)) for name, v in algo.shared.items()}}
     out = algo.aggregate(ups, 99)
     holders = torch.zeros(algo.table.shape[0])
     value = torch.zeros(algo.table.shape[0])
     for k, cid in enumerate(sorted(ids)):
-        holders[ids[cid]] += 1
-        value[ids[cid]] += k
+        holders[ids[cid].cpu()] += 1
+        value[ids[cid].cpu()] += k
     expect = value[holders > 0] / holders[holders > 0]
-    assert torch.allclose(algo.table[holders > 0, 0], expect)
+    assert torch.allclose(algo.table[holders > 0, 0].cpu(), expect)
     alpha = torch.tensor([10.0, 20.0, 30.0]) / 60.0
-    assert torch.allclose(algo.shared["fusion.logits"], torch.full((3,), float((alpha * torch.arange(3.0)).sum())))
+    assert torch.allclose(algo.shared["fusion.logits"].cpu(), torch.full((3,), float((alpha * torch.arange(3.0)).sum())))
     assert set(out) == set(ids) and torch.equal(out[0]["entity"], algo.table[ids[0]])
 
 
