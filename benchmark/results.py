@@ -29,6 +29,7 @@ import torch
 from benchmark import __version__
 from benchmark.config import RunConfig
 from benchmark.errors import BenchmarkError
+from benchmark.dotted import flatten
 from benchmark.record import SCHEMA_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -154,17 +155,6 @@ def protocol_hash(cfg: RunConfig) -> str:
     import hashlib
 
     return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{'a': {'b': 1}} -> {'a.b': 1} (a config as dotted keys)."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 def stale_reasons(record: dict[str, Any], cfg: RunConfig) -> list[str]:

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from benchmark.errors import ConfigError, first_line
 from benchmark.registry import TRACKERS
-from benchmark.results import flatten
+from benchmark.dotted import flatten
 from benchmark.safe_yaml import clip
 
 #: what ``pip`` installs the optional trackers' packages with
