@@ -226,6 +226,7 @@ def make_server_app(config: Callable[[Context], RunConfig], sink: RecordSink, nu
         from benchmark.record import failed_record
         from benchmark.results import now_iso
 
+        cfg: RunConfig | None = None
         try:
             cfg = config(context)
             n = num_nodes(context)
@@ -233,7 +234,7 @@ def make_server_app(config: Callable[[Context], RunConfig], sink: RecordSink, nu
             engine = Engine(cfg, channel=lambda eng: FlowerChannel(grid, eng, n, announce=announce), progress=progress)
             record = engine.run(resume=False)
         except Exception as e:
-            failed = failed_record(int(getattr(locals().get("cfg"), "seed", 0)), f"{type(e).__name__}: {e}",
+            failed = failed_record(cfg.seed if cfg is not None else 0, f"{type(e).__name__}: {e}",
                                    timestamp=now_iso()).to_dict()
             failed["backend"] = backend
             sink(failed, context)
