@@ -58,7 +58,7 @@ for step in $STEPS; do
               --set task.decoder=rotate --set task.dim=256 --set task.num_negatives=256 --set task.batch_size=1024
               --set train.local_epochs=3 --set train.rounds=2 --set train.lr=0.001 --set train.device="$DEVICE"
               --set algorithm.name="$1" --set algorithm."$2")
-        small && sets+=(--set task.dim=16 --set task.num_negatives=32 --set train.local_epochs=1)
+        small && sets+=(--set task.dim=16 --set task.num_negatives=32 --set train.local_epochs=1 --set train.rounds=1)
         timeout "${T4:-75}" "$PY" run_benchmark.py run "${sets[@]}" --out "$OUT/paper_round_$1.jsonl" 2>&1 \
           | tee "$OUT/paper_round_$1.log" | tail -4
       done

@@ -38,12 +38,13 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[DEVICE_ENV] = name  # train.device: auto -> this device
 
 
-# Files whose tests start Ray or Flower (a local cluster, a SuperLink and SuperNodes): two of
-# them at once on one host fight over Ray's session and Flower's ports, so under pytest-xdist
-# they share one group and run one after another on one worker.
+# Files whose tests start Ray or Flower (a local cluster, a SuperLink and SuperNodes, or a
+# Flower simulation, which runs on Ray: `submit`'s Flower gate): two of them at once on one
+# host fight over Ray's session and Flower's ports, and `ray stop` in one kills the other's
+# instance, so under pytest-xdist they share one group and run one after another on one worker.
 RAY_OR_FLOWER = {"test_ray_sweep.py", "test_ray_sweep_driver.py", "test_flower_backend.py",
                  "test_cost.py", "test_env_values.py", "test_ray_cluster_running.py",
-                 "test_flower_deploy_guide.py"}
+                 "test_flower_deploy_guide.py", "test_submit.py"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

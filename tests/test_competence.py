@@ -19,7 +19,7 @@ from data_prep.datasets.sources import MIRROR
 
 needs_tiktok = pytest.mark.skipif(not (MIRROR / "tiktok").is_dir(), reason="shared/data/tiktok is not available")
 needs_fb15k = pytest.mark.skipif(not (MIRROR / "fb15k237").is_dir(), reason="shared/data/fb15k237 is not available")
-STEPS = 40
+STEPS = 30
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -30,12 +30,13 @@ def _one_blas_thread():
 
 @needs_tiktok
 def test_shared_model_fits_tiktok_training_pairs_centrally(tmp_path):
-    """Full TikTok graph, no missingness, pooled, the harness's own model (MLP backbone) and
-    retrieval loss: after 40 Adam steps training-pair R@5 is at least 3x chance and the scores
-    have not collapsed (measured, seed 0: R@5 about 0.02 against chance 0.0012 at step 50)."""
+    """Full TikTok graph, no missingness, pooled (the split into clients plays no part), the
+    harness's own model (MLP backbone) and retrieval loss: after 30 Adam steps training-pair
+    R@5 is at least 3x chance and the scores have not collapsed (measured, seed 0: R@5 0.0050
+    at step 20, 0.0079 at step 30, 0.0102 at step 40, against chance 0.0012)."""
     R.load_plugins()
     cfg = build_run_config({
-        "seed": 0, "dataset": {"name": "tiktok"}, "partition": {"name": "louvain", "num_clients": 5},
+        "seed": 0, "dataset": {"name": "tiktok"}, "partition": {"name": "iid", "num_clients": 5},
         "missing": {"name": "none"}, "task": {"name": "retrieval"}, "algorithm": {"name": "centralized"},
         "model": {"hidden": 64, "backbone": "mlp", "dropout": 0.0},
         "output": {"cache_dir": str(tmp_path), "checkpoint_dir": str(tmp_path / "ck")}})

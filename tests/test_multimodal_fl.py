@@ -54,7 +54,11 @@ def _nc_cfg(algo: str, cache, rounds: int = 12):  # noqa: ANN202
 PAIR_DATA = {"name": "synthetic", "num_nodes": 1000, "text_dim": 32, "image_dim": 32, "avg_degree": 8, "noise": 0.3,
              "normalize": "none"}
 PAIRED = ("retrieval", "matching")
-PAIRED_ROUNDS = 20
+# 12 rounds: trained 20 rounds with evaluation every round (seed 0), each of the nine paired-task
+# algorithms of these tests picks a validation-best round of 8 or earlier on both tasks, and
+# its test metric at 12 rounds (evaluated every 4) is the one at 20 or higher; the closest to
+# its floor is FedPub's retrieval, MRR 0.205 against 0.187.
+PAIRED_ROUNDS = 12
 
 
 def _pair_cfg(algo: str, task: str, cache, rounds: int = 12):  # noqa: ANN202

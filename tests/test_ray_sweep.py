@@ -73,12 +73,13 @@ def test_ray_sweep_records_equal_the_joblib_backend(tmp_path, monkeypatch, capsy
 
 
 def test_killed_ray_sweep_resumes_only_missing_cells(tmp_path):
-    """Six cells (FedAvg x 2 missing rates x 3 seeds); the driver and its local Ray instance
-    are killed after the first record; the re-run does exactly the rest."""
+    """Six cells (FedAvg x 2 missing rates x 3 seeds, four rounds each); the driver and its
+    local Ray instance are killed after the first record; the re-run does exactly the rest."""
     results, store = tmp_path / "res", tmp_path / "res" / "ci" / "tiny.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", "FEDMM_THREADS": "1"}
     cmd = [sys.executable, str(ROOT / "run_benchmark.py"),
-           *_sweep(results, tmp_path / "cache", "--only", "algorithm.name=fedavg", "--backend", "ray", "--jobs", "2")]
+           *_sweep(results, tmp_path / "cache", "--only", "algorithm.name=fedavg", "--set", "train.rounds=4",
+                   "--backend", "ray", "--jobs", "2")]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
