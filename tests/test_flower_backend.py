@@ -14,13 +14,14 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 pytest.importorskip("flwr")
 pytest.importorskip("ray")
 
 from benchmark.backends.flower_app import FlowerChannel, make_client_app  # noqa: E402
-from benchmark.backends.flower_codec import payload_to_record  # noqa: E402
+from benchmark.backends.flower_codec import PAYLOAD_ARRAY, payload_to_record, record_to_payload  # noqa: E402
 from benchmark.cli import main  # noqa: E402
 from benchmark.comm import payload_bytes  # noqa: E402
 from benchmark.engine import Engine  # noqa: E402
@@ -80,18 +81,13 @@ def test_messages_carry_exactly_the_ledgered_bytes_and_setup_is_one_extra_round(
     kinds = [m.metadata.message_type for m in grid.sent]
     n = fed.num_clients
     assert kinds == ["query.meta"] * n + ["train.setup"] * n + (["train"] * n + ["evaluate"] * n) * 2
-    carried = sum(payload_bytes({k: _tensor(a) for k, a in rec.items()})
-                  for m in grid.sent for name, rec in m.content.array_records.items())
+    records = [rec for m in grid.sent for rec in m.content.array_records.values()]
+    assert all(list(rec.keys()) == [PAYLOAD_ARRAY] for rec in records)  # one packed array a payload
+    carried = sum(payload_bytes(record_to_payload(rec, torch.device("cpu"))) for rec in records)
     ledger = record["comm"]
     assert carried == ledger["bytes_down"] + ledger["eval_bytes_down"]
     assert all("setup_reply" in m.content for m in grid.sent[2 * n:3 * n])  # round 0 carries the replies
     assert not any("setup_reply" in m.content for m in grid.sent[3 * n:])
-
-
-def _tensor(array):  # noqa: ANN001, ANN202
-    import torch
-
-    return torch.from_numpy(array.numpy().copy())
 
 
 def test_a_leak_is_caught_by_the_clients_own_audit(tmp_path):
@@ -111,12 +107,11 @@ def test_a_leak_is_caught_by_the_clients_own_audit(tmp_path):
 
 
 def test_payload_record_round_trip_keeps_dtype_shape_and_bytes():
-    import torch
-
     payload = {"w": torch.randn(3, 4), "n": torch.tensor([5.0]), "ids": torch.arange(4), "mask": torch.ones(2, dtype=torch.bool),
                "d": torch.randn(2, dtype=torch.float64), "s": torch.tensor(1.5)}
     rec = payload_to_record(payload)
-    back = {k: _tensor(a) for k, a in rec.items()}
+    assert list(rec.keys()) == [PAYLOAD_ARRAY] and rec[PAYLOAD_ARRAY].dtype == "uint8"
+    back = record_to_payload(rec, torch.device("cpu"))
     assert list(back) == list(payload)
     for k, t in payload.items():
         assert back[k].dtype == t.dtype and back[k].shape == t.shape and torch.equal(back[k], t)
@@ -139,3 +134,18 @@ def test_flower_backend_without_flwr_is_a_one_line_error(tmp_path, monkeypatch, 
     assert main(["run", "--backend", "flower", "--set", f"output.cache_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "pip install -e .[scale]" in err
+
+
+def test_a_payload_record_that_is_not_a_packed_payload_is_refused():
+    """What a ClientApp or the ServerApp reads off a message cannot run code or pass as a
+    payload unless it is the one packed array this codec writes."""
+    import numpy as np
+    from flwr.app import Array, ArrayRecord
+
+    from benchmark.checkpoint import BadCheckpoint
+
+    cpu = torch.device("cpu")
+    with pytest.raises(BadCheckpoint, match="not one 'packed' array"):
+        record_to_payload(ArrayRecord({"w": Array(np.zeros(3, dtype=np.float32))}), cpu)
+    with pytest.raises(BadCheckpoint):
+        record_to_payload(ArrayRecord({PAYLOAD_ARRAY: Array(np.frombuffer(b"\x80\x04junk", dtype=np.uint8).copy())}), cpu)

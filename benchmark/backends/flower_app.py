@@ -35,6 +35,7 @@ from flwr.serverapp import Grid, ServerApp
 from benchmark import registry as R
 from benchmark.algorithm import AlgoContext, NonFiniteLoss
 from benchmark.backends import flower_codec as C
+from benchmark.backends.flower_pulls import quick_object_pulls
 from benchmark.channel import Channel, Scores, Upload, client_setup_upload, client_train
 from benchmark.comm import Payload, RawDataFingerprint
 from benchmark.config import RunConfig, build_run_config, component_config
@@ -226,6 +227,7 @@ def make_server_app(config: Callable[[Context], RunConfig], sink: RecordSink, nu
         from benchmark.record import failed_record
         from benchmark.results import now_iso
 
+        quick_object_pulls()
         cfg: RunConfig | None = None
         try:
             cfg = config(context)

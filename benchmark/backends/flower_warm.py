@@ -32,6 +32,8 @@ from flwr.supercore.superexec import run_superexec as superexec
 from flwr.supercore.superexec.executor.subprocess_executor import SubprocessExecutor
 from flwr.supercore.superexec.executor.types import ExecutionSpec, LaunchResult
 
+from benchmark.backends.flower_pulls import quick_object_pulls
+
 
 def _child(spec: ExecutionSpec) -> int:
     """Run one ClientApp task in this (forked) process; its exit code."""
@@ -88,6 +90,7 @@ def warm_up() -> None:
     from benchmark.backends import flower_app, flower_deploy  # noqa: F401
 
     registry.load_plugins()
+    quick_object_pulls()  # the forks pull each message from the SuperNode
 
 
 NODE_IDLE_S = 0.2  # how long a SuperNode that pulled no message waits before asking again
@@ -114,6 +117,7 @@ def supernode(argv: list[str]) -> int:
     from flwr.supernode.cli import flower_supernode
 
     start_client_internal.time = _NodeClock()  # type: ignore[assignment]
+    quick_object_pulls()  # the node pulls each message from the SuperLink
     sys.argv = ["flower-supernode", *argv]
     flower_supernode()
     return 0
