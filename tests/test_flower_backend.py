@@ -149,3 +149,25 @@ def test_a_payload_record_that_is_not_a_packed_payload_is_refused():
         record_to_payload(ArrayRecord({"w": Array(np.zeros(3, dtype=np.float32))}), cpu)
     with pytest.raises(BadCheckpoint):
         record_to_payload(ArrayRecord({PAYLOAD_ARRAY: Array(np.frombuffer(b"\x80\x04junk", dtype=np.uint8).copy())}), cpu)
+
+
+FAILING_RUN_S = 120  # a failing simulation ends, with its reason, well within this
+
+
+def test_a_failing_simulation_exits_non_zero_with_its_reason_in_time(tmp_path, capsys):
+    """A node whose training diverges (a learning rate of 1e30: non-finite loss on client 0)
+    fails the run: `run --backend flower` returns 1 within FAILING_RUN_S (it once hung), and the
+    stored record says failed, why, and which backend ran it."""
+    import time
+
+    cfg = tiny_config("fedavg", "node_cls", tmp_path / "cache", rounds=2)
+    cfg.train.lr = 1e30
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg.to_dict()))
+    start = time.monotonic()
+    assert main(["run", str(path), "--backend", "flower", "--out", str(tmp_path / "flower.jsonl")]) == 1
+    assert time.monotonic() - start < FAILING_RUN_S
+    capsys.readouterr()
+    rec = json.loads((tmp_path / "flower.jsonl").read_text().splitlines()[-1])
+    assert rec["status"] == "failed" and rec["backend"] == "flower-simulation"
+    assert "non-finite training loss on client" in rec["error"]["reason"]
