@@ -12,7 +12,7 @@ from benchmark.errors import ConfigError
 from benchmark.kge import FilterIndex
 from benchmark.kge.evaluation import both_directions
 from data_prep.build import build_federation
-from data_prep.kg.federation import KGClientData
+from benchmark.kg_client import KGClientData
 
 torch.set_num_threads(1)
 

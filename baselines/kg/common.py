@@ -32,7 +32,7 @@ from baselines.kg.imputers import (HIDE_SAMPLERS, KG_IMPUTERS, RECON_NETS, Imput
                                    split_blocks)
 from benchmark.kge import DECODERS, build_decoder
 from benchmark.training import LocalLoop, LoopLog, shuffled_batches
-from data_prep.kg.federation import KGClientData
+from benchmark.kg_client import KGClientData
 
 # the split paradigm is a model (one decoder per modality), not a KG_FUSIONS entry
 SPLIT = "split"

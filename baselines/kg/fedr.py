@@ -38,7 +38,7 @@ from benchmark.comm import Payload
 from benchmark.errors import BenchmarkError
 from benchmark.kge import build_decoder
 from benchmark.registry import ALGORITHMS
-from data_prep.kg.federation import KGClientData
+from benchmark.kg_client import KGClientData
 
 
 def relation_rows(relation: Tensor, num_relations: int) -> Tensor:

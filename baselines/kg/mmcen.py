@@ -28,7 +28,7 @@ from benchmark.comm import Payload
 from benchmark.errors import BenchmarkError
 from benchmark.kge import views_scorer
 from benchmark.registry import ALGORITHMS
-from data_prep.kg.federation import KGClientData
+from benchmark.kg_client import KGClientData
 
 
 def relation_map(client: KGClientData, pooled_relations: Tensor) -> Tensor:

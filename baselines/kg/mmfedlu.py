@@ -39,7 +39,7 @@ from benchmark.training import LocalLoop, shuffled_batches
 from benchmark.comm import Payload
 from benchmark.kge import kge_loss, sample_negatives
 from benchmark.registry import ALGORITHMS
-from data_prep.kg.federation import KGClientData
+from benchmark.kg_client import KGClientData
 
 View = tuple[nn.Module, Tensor]
 MASKED = -1e4  # logit of a sampled negative equal to the positive: probability exactly 0 in float32

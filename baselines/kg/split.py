@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from baselines.kg.common import SPLIT, KGEClient, _mix
 from benchmark.errors import ConfigError
 from benchmark.kge import build_decoder
-from data_prep.kg.federation import KGClientData
+from benchmark.kg_client import KGClientData
 
 STRUCTURE = "structure"
 

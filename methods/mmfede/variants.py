@@ -24,7 +24,7 @@ from torch import Tensor
 
 from baselines.kg.common import KGAlgorithm, KGEClient, Regularizer
 from benchmark.registry import ALGORITHMS
-from data_prep.kg.federation import KGClientData
+from benchmark.kg_client import KGClientData
 from methods.mmfede.mmfede import MMFedE
 
 
