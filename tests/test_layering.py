@@ -35,3 +35,43 @@ def test_the_engine_builds_through_the_registered_builder(monkeypatch):
     monkeypatch.setattr(federation, "_BUILDER", [])
     with pytest.raises(federation.BenchmarkError, match="no federation builder"):
         federation.build_federation("cfg")
+
+
+def _py(*dirs: str) -> list[Path]:
+    return [p for d in dirs for p in sorted((ROOT / d).rglob("*.py"))]
+
+
+def test_algorithms_import_nothing_from_the_data_layer():
+    """Client types (ClientData, KGClientData) live in the core; an algorithm reads them there."""
+    pattern = re.compile(r"^\s*(from|import)\s+data_prep\b", re.M)
+    assert [str(p.relative_to(ROOT)) for p in _py("baselines", "methods") if pattern.search(p.read_text())] == []
+
+
+def test_algorithms_ask_the_task_instead_of_testing_its_class():
+    """An algorithm reads a task's capabilities (``classifies_nodes``, ``paired``,
+    ``holds_out_edges``), never ``isinstance(task, SomeTask)``: a new task that declares the
+    same capabilities then works with every algorithm unchanged."""
+    import ast
+
+    from benchmark import registry as R
+    from benchmark.tasks.base import Task
+
+    load_plugins()
+    task_classes = {R.TASKS.get(name).__name__ for name in R.TASKS.names()} | {c.__name__ for c in _subclasses(Task)}
+    offenders = []
+    for path in _py("baselines", "methods"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+                    and len(node.args) == 2):
+                names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)} | {
+                    n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
+                if names & task_classes:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
+def _subclasses(cls: type) -> set[type]:
+    out = set()
+    for sub in cls.__subclasses__():
+        out |= {sub} | _subclasses(sub)
+    return out

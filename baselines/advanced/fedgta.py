@@ -17,7 +17,6 @@ from benchmark.algorithm import ModelAlgorithm, load_model_payload, model_payloa
 from benchmark.comm import Payload
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
-from benchmark.tasks.node_cls import NodeClassification
 
 
 @dataclass
@@ -159,7 +158,7 @@ class FedGTA(ModelAlgorithm):
         self.local_train(model, opt, client)
         model.eval()
         with torch.no_grad():
-            if isinstance(self.ctx.task, NodeClassification):
+            if self.ctx.task.classifies_nodes:
                 moments, conf = self._statistics(model(client), client)
             else:
                 moments, conf = self.label_free_statistics(model, self.statistics_graph(client))

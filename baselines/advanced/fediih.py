@@ -18,7 +18,6 @@ from benchmark.config import ModelConfig
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS, FUSIONS
-from benchmark.tasks.node_cls import NodeClassification
 from benchmark.training import LocalLoop
 
 
@@ -218,7 +217,7 @@ class FedIIH(ModelAlgorithm):
     def build_model(self, model_cfg: ModelConfig | None = None) -> nn.Module:
         ctx = self.ctx
         net = FedIIHNet(ctx.feature_dims, ctx.task.out_dim(ctx.num_classes), model_cfg or ctx.run.model, self.cfg,
-                        dropout_every_layer=isinstance(ctx.task, NodeClassification))
+                        dropout_every_layer=ctx.task.classifies_nodes)
         return net.to(ctx.device)
 
     # ------------------------------------------------------------------ client
@@ -252,7 +251,7 @@ class FedIIH(ModelAlgorithm):
     def _task_loss(self, model: FedIIHNet, client: ClientData, x: Tensor) -> Tensor:
         """CE on the training labels (node classification, from the full-client embeddings ``x``);
         on a paired task its own loss, which calls the model on single-modality views."""
-        if isinstance(self.ctx.task, NodeClassification):
+        if self.ctx.task.classifies_nodes:
             return F.cross_entropy(model.head(x)[client.train_mask], client.y[client.train_mask])
         return self.ctx.task.loss(model, client)
 

@@ -16,7 +16,6 @@ from benchmark.config import ModelConfig
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS, FUSIONS
 from benchmark.tasks.base import Task
-from benchmark.tasks.node_cls import NodeClassification
 
 SAME, DIFF, UNKNOWN = 0, 1, 2
 FISHER_GROUPS = {"fr": "att_diff", "be": "att_same"}   # official names: "fr" heterophilous, "be" homophilous
@@ -262,7 +261,7 @@ class FedSPA(ModelAlgorithm):
         return net.to(ctx.device)
 
     def _labelled(self) -> bool:
-        return isinstance(self.ctx.task, NodeClassification)
+        return self.ctx.task.classifies_nodes
 
     def _group_params(self, model: nn.Module) -> dict[str, list[str]]:
         names = [n for n, _ in model.named_parameters()]

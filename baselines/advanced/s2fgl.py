@@ -17,7 +17,6 @@ from benchmark.algorithm import load_model_payload, model_payload
 from benchmark.comm import Payload
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
-from benchmark.tasks.node_cls import NodeClassification
 
 
 @dataclass
@@ -185,7 +184,7 @@ class S2FGL(FedAvg):
     # ------------------------------------------------------------------ client
 
     def _label_free(self) -> bool:
-        return not isinstance(self.ctx.task, NodeClassification)
+        return not self.ctx.task.classifies_nodes
 
     def _important(self, client: ClientData, state: dict) -> Tensor:
         if "importance" not in state:

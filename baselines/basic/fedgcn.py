@@ -12,7 +12,6 @@ from baselines.basic.fedavg import FedAvg, FedAvgConfig
 from benchmark.comm import Payload
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
-from benchmark.tasks.paired import PairedModalityTask
 
 
 @dataclass
@@ -164,7 +163,7 @@ class FedGCN(FedAvg):
             avail.append(cnt > 0)
         available = torch.stack(avail, 1)
         task = self.ctx.task
-        if isinstance(task, PairedModalityTask):
+        if task.paired:
             available[:n_own] = own_available  # score the node's own pairs only (see the class docstring)
             if task.content_gallery:  # the gallery view is the node's own row, not its neighbourhood's mean
                 gi = task.modalities(client)[1]

@@ -20,7 +20,6 @@ from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
 from benchmark.tasks.base import Task
-from benchmark.tasks.node_cls import NodeClassification
 from benchmark.tasks.paired import PairedModalityTask
 
 
@@ -83,7 +82,7 @@ def task_loss_and_parts(task: Task, model: ModalityGNN, client: ClientData) -> t
     """
     tap = PartsTap(model)
     loss = task.loss(tap, client)
-    if tap.seen and not isinstance(task, PairedModalityTask):
+    if tap.seen and not task.paired:
         return loss, tap.seen[0]
     return loss, model.embed_parts(task.training_view(client))
 
@@ -125,7 +124,7 @@ def with_features(client: ClientData, features: dict[str, Tensor], available: Te
 
 def labels_for_contrast(task: Task, client: ClientData) -> Tensor | None:
     """Training labels when the task is node classification, else None (instance-level contrast)."""
-    if isinstance(task, NodeClassification) and client.y is not None:
+    if task.classifies_nodes and client.y is not None:
         return client.y
     return None
 

@@ -21,7 +21,6 @@ from benchmark.comm import Payload
 from benchmark.config import ModelConfig
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
-from benchmark.tasks.paired import PairedModalityTask
 
 PROBE = "probe."
 
@@ -169,7 +168,7 @@ class FedMVP(ModelAlgorithm):
 
     @property
     def _paired(self) -> bool:
-        return isinstance(self.ctx.task, PairedModalityTask)
+        return self.ctx.task.paired
 
     # ------------------------------------------------------------------ server
     def _make_probe(self) -> Payload:

@@ -20,8 +20,6 @@ from benchmark.federation import ClientData
 from benchmark.models.multimodal import MultimodalGNN
 from benchmark.registry import ALGORITHMS
 from benchmark.tasks.base import Task
-from benchmark.tasks.node_cls import NodeClassification
-from benchmark.tasks.paired import PairedModalityTask
 
 PREFIX = "messenger."
 
@@ -64,9 +62,9 @@ def task_log_distribution(task: Task, model: nn.Module, client: ClientData, node
     compare two models whose output spaces differ (local and messenger), which relations do.
     Every forward pass runs on the task's training view (no held-out edge or pair).
     """
-    if isinstance(task, NodeClassification):
+    if task.classifies_nodes:
         return F.log_softmax(model(client)[nodes] / kd_temperature, dim=-1)
-    if isinstance(task, PairedModalityTask):
+    if task.paired:
         zq, zg, _ = task.views(model, task.training_view(client))
         logits = zq[nodes] @ zg[nodes].T / relation_temperature
         return F.log_softmax(logits, dim=-1)

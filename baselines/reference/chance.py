@@ -36,8 +36,6 @@ from benchmark.comm import Payload
 from benchmark.errors import BenchmarkError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
-from benchmark.tasks.node_cls import NodeClassification
-from benchmark.tasks.retrieval import Retrieval
 
 MRR = "mrr"
 RECALL = "recall@"
@@ -89,7 +87,7 @@ class Chance(Algorithm):
         return {}
 
     def client_update(self, client: ClientData, state: dict, received: Payload, rnd: int) -> Payload:
-        if isinstance(self.ctx.task, NodeClassification) and "majority" not in state:
+        if self.ctx.task.classifies_nodes and "majority" not in state:
             labels = client.y[client.train_mask]
             counts = torch.bincount(labels.cpu(), minlength=max(1, self.ctx.num_classes))
             state["majority"] = int(counts.argmax())  # the first of equal counts: the lowest class id
@@ -100,13 +98,13 @@ class Chance(Algorithm):
 
     def evaluate(self, client: ClientData, state: dict, received: Payload) -> dict[str, dict[str, float]]:
         task = self.ctx.task
-        if isinstance(task, NodeClassification):
+        if task.classifies_nodes:
             if "majority" not in state:
                 raise BenchmarkError("chance: evaluated before the pooled client fitted its majority class")
             logits = next(iter(client.features.values())).new_zeros(client.num_nodes, self.ctx.num_classes)
             logits[:, state["majority"]] = 1.0
             return task.scores_from_logits(logits, client)
         scores = task.evaluate(ConstantEmbedding(task.out_dim(self.ctx.num_classes)), client)
-        if isinstance(task, Retrieval):
+        if task.ranks_gallery:
             scores = {split: random_ranking_row(row) for split, row in scores.items()}
         return scores

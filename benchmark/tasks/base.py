@@ -26,6 +26,16 @@ class Task(ABC):
     # True when the client's own edges are what is predicted (an algorithm must not add edges
     # to the client's graph, and must read only ``known_edges`` outside the task's forward passes)
     holds_out_edges: ClassVar[bool] = False
+    #: True when the task classifies graph nodes from their labels (``client.y``): what an
+    #: algorithm with a label-only part (a classifier head, label prototypes, a majority
+    #: class) asks, instead of testing the task's class
+    classifies_nodes: ClassVar[bool] = False
+    #: True when the task scores (query modality, gallery modality) pairs of one node
+    #: (retrieval, matching): what an algorithm whose model has two views asks
+    paired: ClassVar[bool] = False
+    #: True when the task scores by where each query's true item ranks in a gallery (MRR,
+    #: Recall@k): a reference that scores at random gives the expected rank instead
+    ranks_gallery: ClassVar[bool] = False
     #: bumped when what the task trains or scores changes, so a record made before the change
     #: carries another protocol hash and is never averaged with one made after it
     protocol_version: ClassVar[int] = 1

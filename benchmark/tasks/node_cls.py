@@ -27,6 +27,7 @@ class NodeClassification(Task):
 
     primary_metric = "accuracy"
     metrics = ("accuracy", "macro_f1", "macro_f1_pooled")
+    classifies_nodes = True
     # 2: features standardized on each client's training rows (dataset.normalize); pooled macro-F1
     protocol_version = 2
 

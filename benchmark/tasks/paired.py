@@ -68,6 +68,8 @@ def _pick(modalities: list[str], wanted: str | None, preference: tuple[str, ...]
 class PairedModalityTask(Task):
     """Base of tasks on (query modality, gallery modality) pairs of one node."""
 
+    paired = True
+
     # 2: the loss runs on training_view (val/test pairs held out); version 1 trained on them.
     # 3: features standardized on training rows (dataset.normalize), both views centred,
     #    the query view keeps the node's own content under gallery_view: content

@@ -33,6 +33,7 @@ class Retrieval(PairedModalityTask):
 
     primary_metric = "mrr"
     metrics = ("mrr", "recall@1", "recall@5", "recall@10")
+    ranks_gallery = True
 
     @dataclass
     class Config:

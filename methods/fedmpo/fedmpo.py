@@ -10,7 +10,6 @@ from benchmark.comm import Payload
 from benchmark.config import ModelConfig
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
-from benchmark.tasks.paired import PairedModalityTask
 from methods.fedmpo.aggregation import reliability_weights, size_weights
 from methods.fedmpo.config import FedMPOConfig
 from methods.fedmpo.model import AuxTerms, FedMPONet
@@ -112,7 +111,7 @@ class FedMPO(ModelAlgorithm):
     def _objective(self, model: FedMPONet, client: ClientData, stats: dict[str, float]) -> Tensor:
         """lambda-weighted auxiliary terms of the forward pass(es) the task loss just ran."""
         records = model.pop_aux()
-        if isinstance(self.ctx.task, PairedModalityTask) or not records:
+        if self.ctx.task.paired or not records:
             records = [model.forward_full(self.ctx.task.training_view(client))[1]]
         k = float(len(records))
         rec = sum(r.rec for r in records) / k
