@@ -154,7 +154,7 @@ class Engine:
         task_cls = R.TASKS.get(cfg.task.name)
         self.task = task_cls(component_config(R.TASKS, cfg.task, "task"))
         self.algo_cls = R.ALGORITHMS.get(cfg.algorithm.name)
-        if cfg.task.name not in self.algo_cls.tasks:
+        if not R.applicable(cfg.algorithm.name, cfg.task.name):
             raise BenchmarkError(f"algorithm '{cfg.algorithm.name}' is not defined for task '{cfg.task.name}' "
                                  f"(it supports: {', '.join(self.algo_cls.tasks)})")
         self.algo_cfg = component_config(R.ALGORITHMS, cfg.algorithm, "algorithm")

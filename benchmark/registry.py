@@ -138,3 +138,14 @@ def load_plugins() -> None:
     for pkg in PLUGIN_PACKAGES:
         _import_tree(pkg)
     _loaded = True
+
+
+def applicable(algorithm: str, task: str) -> bool:
+    """Whether ``algorithm`` runs ``task``: False only when the algorithm is registered and its
+    ``tasks`` do not name the task. The one answer the engine (refuses the run), the sweep (skips
+    the cell, neither run nor recorded) and the tables (print N/A) give. An unregistered name
+    counts as applicable, so its run fails loudly on the name instead of vanishing as N/A."""
+    load_plugins()
+    if algorithm not in ALGORITHMS:
+        return True
+    return task in tuple(getattr(ALGORITHMS.get(algorithm), "tasks", ()) or ())

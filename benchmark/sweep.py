@@ -122,10 +122,7 @@ def applicable(cell: Cell) -> bool:
     """
     from benchmark import registry as R
 
-    R.load_plugins()
-    if cell.algorithm not in R.ALGORITHMS:
-        return True
-    return cell.task in tuple(getattr(R.ALGORITHMS.get(cell.algorithm), "tasks", ()) or ())
+    return R.applicable(cell.algorithm, cell.task)
 
 
 @dataclass

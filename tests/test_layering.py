@@ -75,3 +75,23 @@ def _subclasses(cls: type) -> set[type]:
     for sub in cls.__subclasses__():
         out |= {sub} | _subclasses(sub)
     return out
+
+
+def test_one_answer_to_which_algorithm_runs_which_task(tmp_path):
+    """registry.applicable is what the engine, the sweep and the tables ask; they agree."""
+    from benchmark import registry as R
+    from benchmark.config import build_run_config
+    from benchmark.engine import Engine
+    from benchmark.errors import BenchmarkError
+    from benchmark.sweep import Cell, applicable
+
+    load_plugins()
+    assert R.applicable("fedavg", "node_cls") and not R.applicable("fedproto", "link_pred")
+    assert R.applicable("no_such_method", "node_cls")  # fails loudly on the name, not N/A
+    for algo, task in (("fedavg", "node_cls"), ("fedproto", "link_pred"), ("mmfede", "node_cls")):
+        cell = Cell("s", "tiny", {}, 0, {"algorithm": {"name": algo}, "task": {"name": task}})
+        assert applicable(cell) == R.applicable(algo, task)
+    cfg = build_run_config({"dataset": {"name": "synthetic", "num_nodes": 60}, "algorithm": {"name": "fedproto"},
+                            "task": {"name": "link_pred"}, "output": {"cache_dir": str(tmp_path)}})
+    with pytest.raises(BenchmarkError, match="not defined for task 'link_pred'"):
+        Engine(cfg)

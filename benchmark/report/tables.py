@@ -1085,7 +1085,6 @@ def _undeclared_cells(records: Sequence[Mapping[str, Any]], frame: pd.DataFrame,
         return set()
     from benchmark import registry as R
 
-    R.load_plugins()
     a_pos = keys.index("algorithm.name")
     t_pos = keys.index("task.name") if "task.name" in keys else None
     tasks_by_rest: dict[tuple[Hashable, ...], set[str]] = {}
@@ -1102,15 +1101,12 @@ def _undeclared_cells(records: Sequence[Mapping[str, Any]], frame: pd.DataFrame,
         for group in groups:
             nks = row + group
             alg = str(nks[a_pos])
-            if alg not in R.ALGORITHMS:
-                continue
             if t_pos is not None:
                 task: str | None = str(nks[t_pos])
             else:
                 found = tasks_by_rest.get(nks[:a_pos] + nks[a_pos + 1:], set())
                 task = next(iter(found)) if len(found) == 1 else None
-            declared = tuple(getattr(R.ALGORITHMS.get(alg), "tasks", ()) or ())
-            if task is not None and task not in declared:
+            if task is not None and not R.applicable(alg, task):
                 out.add((row, group))
     return out
 
