@@ -30,7 +30,8 @@ from benchmark.errors import ConfigError, DataError
 from benchmark.report.plots import (_hue_order, _hue_text, _ink, _log_exclusions, _metric_col, _prepare, _save,
                                     series_palette)
 from benchmark.report.records import aggregate, select_records, value_key
-from benchmark.report.tables import RECORD_METRICS, _record_field, metric_label, with_record_metrics
+from benchmark.report.table_records import RECORD_METRICS, record_field, with_record_metrics
+from benchmark.report.tables import metric_label
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +94,10 @@ def _weights(records: Sequence[Mapping[str, Any]], index: Sequence[int], parts: 
     if weights is None:
         return {}
     if isinstance(weights, str):
-        found = {json.dumps(_record_field(records[i], weights), sort_keys=True) for i in index}
-        if len(found) != 1 or not isinstance(_record_field(records[index[0]], weights), Mapping):
+        found = {json.dumps(record_field(records[i], weights), sort_keys=True) for i in index}
+        if len(found) != 1 or not isinstance(record_field(records[index[0]], weights), Mapping):
             raise DataError(f"{what}: the records' '{weights}' is missing or differs between them: {sorted(found)}")
-        weights = _record_field(records[index[0]], weights)
+        weights = record_field(records[index[0]], weights)
     out = {p: weights.get(p, weights.get(_field_name(p))) for p in parts}
     lacking = [p for p, w in out.items() if not isinstance(w, (int, float)) or isinstance(w, bool)]
     if lacking:

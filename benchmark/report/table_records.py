@@ -1,0 +1,113 @@
+"""Record fields a table can list as metrics (cost fields, guard flags), and which cells print N/A
+because their method does not declare the column's task. Part of
+:mod:`benchmark.report.tables`."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from benchmark.report.records import metric_column, value_key
+from benchmark.report.table_text import RowKey
+
+if TYPE_CHECKING:  # the spec's module imports this one
+    from benchmark.report.table_spec import _Spec
+
+
+# Record fields usable as table metrics: name -> (record field, dotted when nested, factor).
+# Costs: printed unscaled and ranked lower-is-better without listing them in raw_metrics /
+# lower_is_better. The *_ms ones are the per-round stage medians of ``benchmark.cost``.
+RECORD_METRICS: dict[str, tuple[str, float]] = {
+    "seconds_per_round": ("seconds_per_round", 1.0),
+    "wall_time_s": ("wall_time_s", 1.0),
+    "peak_memory_mb": ("peak_memory_mb", 1.0),
+    "memory_growth_mb": ("memory_growth_mb", 1.0),
+    "server_memory_mb": ("server_memory_mb", 1.0),
+    "bytes_per_round": ("bytes_per_round", 1.0),
+    "kb_per_round": ("bytes_per_round", 1.0 / 1024),
+    "mb_per_round": ("bytes_per_round", 1.0 / 2**20),
+    "download_ms": ("cost.download_s", 1000.0),
+    "client_ms": ("cost.client_s", 1000.0),
+    "upload_ms": ("cost.upload_s", 1000.0),
+    "server_ms": ("cost.server_s", 1000.0),
+    "other_ms": ("cost.other_s", 1000.0),
+    "cot_ms": ("cost.cot_s", 1000.0),
+    "cot_s": ("cost.cot_s", 1.0),
+}
+
+
+def record_field(rec: Any, path: str) -> Any:
+    """The value at a dotted field path of a record (None where any step is missing)."""
+    value = rec
+    for step in path.split("."):
+        value = value.get(step) if isinstance(value, Mapping) else None
+    return value
+
+
+def with_record_metrics(records: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> list[Mapping[str, Any]]:
+    """Copies of the records whose ``metrics`` also hold the cost fields listed (tables and
+    figures read them as ``test/<name>``)."""
+    wanted = [m for m in metrics if m in RECORD_METRICS]
+    if not wanted:
+        return list(records)
+    out: list[Mapping[str, Any]] = []
+    for rec in records:
+        extra = {}
+        for m in wanted:
+            fld, factor = RECORD_METRICS[m]
+            value = record_field(rec, fld)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and rec.get("status") == "ok":
+                extra[metric_column(m)] = float(value) * factor
+        out.append({**rec, "metrics": {**(rec.get("metrics") or {}), **extra}} if extra else rec)
+    return out
+
+
+def _record_task(rec: Mapping[str, Any]) -> str | None:
+    """The task a record ran: its task.name param, else its config (failed records may lack it)."""
+    params = rec.get("params") or {}
+    if "task.name" in params:
+        return str(params["task.name"])
+    task = ((rec.get("config") or {}).get("task") or {}).get("name")
+    return str(task) if task else None
+
+
+def _undeclared_cells(records: Sequence[Mapping[str, Any]], frame: pd.DataFrame, spec: _Spec,
+                      rows: list[RowKey], groups: list[RowKey]) -> set[tuple[RowKey, RowKey]]:
+    """(row, group) cells whose method does not declare the cell's task (printed N/A).
+
+    The method is the ``algorithm.name`` row or column value; the task is the ``task.name``
+    value when it is a row/column key, else the one task of the records that share the cell's
+    other keys (a column such as "DY" runs link prediction for every method). Unregistered
+    methods or an unknown / ambiguous task leave the cell alone.
+    """
+    keys = spec.rows + spec.columns
+    if "algorithm.name" not in keys:
+        return set()
+    from benchmark import registry as R
+
+    a_pos = keys.index("algorithm.name")
+    t_pos = keys.index("task.name") if "task.name" in keys else None
+    tasks_by_rest: dict[tuple[Hashable, ...], set[str]] = {}
+    if t_pos is None:
+        for idx in frame.index:
+            task = _record_task(records[idx])
+            if task is None:
+                continue
+            nks = tuple(value_key(frame.at[idx, k]) for k in keys)
+            rest = nks[:a_pos] + nks[a_pos + 1:]
+            tasks_by_rest.setdefault(rest, set()).add(task)
+    out: set[tuple[RowKey, RowKey]] = set()
+    for row in rows:
+        for group in groups:
+            nks = row + group
+            alg = str(nks[a_pos])
+            if t_pos is not None:
+                task: str | None = str(nks[t_pos])
+            else:
+                found = tasks_by_rest.get(nks[:a_pos] + nks[a_pos + 1:], set())
+                task = next(iter(found)) if len(found) == 1 else None
+            if task is not None and not R.applicable(alg, task):
+                out.add((row, group))
+    return out
