@@ -231,7 +231,7 @@ def write_suite_tables(suite: Any, records: list[dict], scale: str, out: str) ->
 def write_suite_plots(suite: Any, records: list[dict], scale: str, out: str) -> list[Path]:
     """Every figure of the suite's ``plots:`` (robustness curves, heatmaps; see report.plots)."""
     from benchmark.report.suite_plots import suite_plots
-    from benchmark.report.records import under_condition
+    from benchmark.report.record_filters import under_condition
 
     where = (suite.spec.get("control") or {}).get("where")
     if where:  # a control run is no point of a curve; tables print it beside the cells instead

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import benchmark.report.plots as plots
+import benchmark.report.robustness_figure as robustness_figure
 from benchmark.errors import DataError
 from benchmark.report.leaderboard import build_leaderboard, group_rows
 from benchmark.report.records import aggregate, comparable_groups, records_frame, select_records
@@ -95,13 +96,14 @@ def test_figures_never_average_two_runs(field: str, newer_first: bool, tmp_path:
         return []
 
     monkeypatch.setattr(plots, "_save", capture)
+    monkeypatch.setattr(robustness_figure, "_save", capture)
     plots.robustness_plot(records, "missing.rate", "accuracy", out_stem=tmp_path / "r")
     plots.round_curve_plot(records, "val/accuracy", out_stem=tmp_path / "c", filters={"missing.rate": 0.5})
     plots.heatmap_plot(records, "missing.rate", "algorithm.name", "accuracy", out_stem=tmp_path / "h")
     assert len(drawn) == 2 * len(ALGS) + 1  # a line per method in two figures, one heatmap
     for values in drawn:
         assert values.ravel() == pytest.approx(np.full(values.size, 100 * NEW_MEAN))
-    auc = plots.robustness_auc(records, "missing.rate", "accuracy")
+    auc = robustness_figure.robustness_auc(records, "missing.rate", "accuracy")
     assert list(auc.values()) == pytest.approx([100 * NEW_MEAN] * len(ALGS))
 
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from matplotlib.text import Text
 
-import benchmark.report.plots as plots
+import benchmark.report.robustness_figure as robustness_figure
 import benchmark.report.stacked_figure as stacked
 from benchmark.errors import ConfigError, DataError
-from benchmark.report.plots import robustness_plot, spread_positions
+from benchmark.report.robustness_figure import robustness_plot, spread_positions
 from benchmark.report.stacked_figure import stack_means, stacked_bars, zoom_parts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +77,7 @@ def test_spread_positions_move_nothing_that_is_apart_and_stay_in_bounds():
 
 
 def test_five_bunched_methods_get_direct_labels_that_do_not_overlap(tmp_path, monkeypatch):
-    figs = capture(monkeypatch, plots)
+    figs = capture(monkeypatch, robustness_figure)
     labels = {f"m{i}": f"Method {i}" for i in range(5)}
     paths = robustness_plot(bunched(5), "missing.rate", "accuracy", out_stem=tmp_path / "r", hue_labels=labels)
     assert paths[0].stat().st_size > 5000
@@ -100,7 +100,7 @@ def test_five_bunched_methods_get_direct_labels_that_do_not_overlap(tmp_path, mo
 
 
 def test_many_bunched_methods_become_small_multiples(tmp_path, monkeypatch):
-    figs = capture(monkeypatch, plots)
+    figs = capture(monkeypatch, robustness_figure)
     robustness_plot(bunched(12), "missing.rate", "accuracy", out_stem=tmp_path / "r",
                     hue_order=[f"m{i}" for i in range(12)])
     fig = figs[0]
@@ -110,12 +110,12 @@ def test_many_bunched_methods_become_small_multiples(tmp_path, monkeypatch):
     assert len({ax.get_ylim() for ax in panels}) == 1  # one scale: heights compare across panels
     for ax in panels:  # one series in colour with its band, the eleven others in grey behind it
         assert len(ax.lines) == 12 and len(ax.collections) == 1
-        greys = [line for line in ax.lines if line.get_color() == plots._CONTEXT_GREY]
+        greys = [line for line in ax.lines if line.get_color() == robustness_figure._CONTEXT_GREY]
         assert len(greys) == 11 and all(line.get_zorder() < 3 for line in greys)
 
 
 def test_layout_is_checked_and_can_be_forced(tmp_path, monkeypatch):
-    figs = capture(monkeypatch, plots)
+    figs = capture(monkeypatch, robustness_figure)
     with pytest.raises(ConfigError, match="layout"):
         robustness_plot(bunched(3), "missing.rate", "accuracy", out_stem=tmp_path / "x", layout="grid")
     robustness_plot(bunched(3), "missing.rate", "accuracy", out_stem=tmp_path / "f", layout="facets")
@@ -125,7 +125,7 @@ def test_layout_is_checked_and_can_be_forced(tmp_path, monkeypatch):
 
 
 def test_a_method_with_no_successful_point_is_named_not_dropped(tmp_path, monkeypatch):
-    figs = capture(monkeypatch, plots)
+    figs = capture(monkeypatch, robustness_figure)
     recs = bunched(2) + [rob_record("dead", r, 0, 0.0, status="failed") for r in (0.3, 0.5)]
     robustness_plot(recs, "missing.rate", "accuracy", out_stem=tmp_path / "r")
     texts = " ".join(t.get_text() for t in figs[0].axes[0].texts)
@@ -278,7 +278,7 @@ def test_leaderboard_titles_use_the_suite_tables_labels(tmp_path, monkeypatch):
     records = [lb_record(a, r, 0.5, s) for a in ("fedavg", "fedmpo") for r in (0.3, 0.5) for s in (0, 1)]
     records += [lb_record(a, 0.3, 0.1, s) for a in ("fedavg", "fedmpo") for s in (0, 1)]  # one rate: no curve
     sec = make_section("fedmpo_table2", "tiny", records)
-    figs = capture(monkeypatch, plots)
+    figs = capture(monkeypatch, robustness_figure)
     plot_sections([sec], tmp_path)
     assert [title for title, _ in sec.figures] == ["fedmpo_table2 [tiny]: Acc vs missing rate (Dirichlet alpha: 0.5)"]
     fig = figs[0]

@@ -95,3 +95,12 @@ def test_one_answer_to_which_algorithm_runs_which_task(tmp_path):
                             "task": {"name": "link_pred"}, "output": {"cache_dir": str(tmp_path)}})
     with pytest.raises(BenchmarkError, match="not defined for task 'link_pred'"):
         Engine(cfg)
+
+
+REPORT_MODULE_LINES = 400  # a report module over this does more than one job
+
+
+def test_no_report_module_outgrows_one_job():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+             for p in sorted((ROOT / "benchmark" / "report").rglob("*.py"))}
+    assert {p: n for p, n in sizes.items() if n > REPORT_MODULE_LINES} == {}

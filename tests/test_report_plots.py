@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from benchmark.errors import ConfigError
-from benchmark.report.plots import curve_auc, robustness_auc, robustness_plot, round_curve_plot
+from benchmark.report.curve_metrics import curve_auc
+from benchmark.report.robustness_figure import robustness_auc, robustness_plot
+from benchmark.report.plots import round_curve_plot
 
 ALGS = {"local": 0.6, "fedavg": 0.8, "fedprox": 0.78}
 
@@ -98,7 +100,7 @@ def test_robustness_auc() -> None:
 
 @pytest.mark.parametrize("n", [3, 10, 12, 17])
 def test_every_series_gets_its_own_colour(n):
-    from benchmark.report.plots import series_palette
+    from benchmark.report.plot_common import series_palette
 
     assert len({tuple(round(c, 4) for c in rgb) for rgb in series_palette(n)}) == n
 

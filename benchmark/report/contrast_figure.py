@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from benchmark.report.plots import (
+from benchmark.report.plot_common import (
     _categories,
     _hue_text,
     _save,

@@ -25,93 +25,22 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
-from matplotlib.figure import Figure
 
 from benchmark.errors import ConfigError, DataError, closest
-from benchmark.report.plots import (
-    _MARKERS,
-    _hue_order,
-    _hue_text,
-    _log_exclusions,
-    _metric_col,
-    _prepare,
-    _save,
-    series_palette,
+from benchmark.report.kg_figure_common import (
+    _facet_values,
+    _figure_legend,
+    _finish,
+    _grid,
+    _label,
+    _metric_text,
+    _palette,
+    _rows_of,
 )
-from benchmark.report.records import (
-    STD_DDOF,
-    availability_columns,
-    aggregate,
-    apply_filters,
-    check_keys,
-    check_uniform,
-    records_frame,
-    select_records,
-    value_key,
-)
+from benchmark.report.plot_common import _MARKERS, _hue_order, _hue_text, _log_exclusions, _metric_col, _prepare, _save
+from benchmark.report.record_filters import apply_filters, check_keys, check_uniform
+from benchmark.report.records import STD_DDOF, aggregate, availability_columns, records_frame, select_records, value_key
 from benchmark.report.tables import key_label, metric_label
-
-_PANEL_W, _PANEL_H = 3.6, 2.9
-
-
-def _grid(n_rows: int, n_cols: int) -> tuple[Figure, np.ndarray]:
-    with sns.axes_style("whitegrid"):
-        fig = Figure(figsize=(_PANEL_W * n_cols, _PANEL_H * n_rows + 0.6), layout="constrained")
-        axes = np.asarray(fig.subplots(n_rows, n_cols, squeeze=False))
-    return fig, axes
-
-
-def _palette(n: int) -> list[Any]:
-    return list(series_palette(n))
-
-
-def _label(value: Any, labels: Mapping[Any, str] | None, key: str | None = None) -> str:
-    """A value's display label; without one, 'Key=value' so a panel says what it shows."""
-    text = _hue_text(value, labels)
-    if key and (not labels or value_key(value) not in {value_key(k) for k in labels}):
-        return f"{key_label(key)}={text}"
-    return text
-
-
-def _facet_values(frame: pd.DataFrame, facet: str | None, order: Sequence[Any] | None) -> list[Any]:
-    if facet is None:
-        return [None]
-    return _hue_order(frame[facet].dropna().tolist(), order)
-
-
-def _rows_of(frame: pd.DataFrame, key: str | None, value: Any) -> pd.DataFrame:
-    if key is None:
-        return frame
-    return frame[frame[key].map(value_key) == value_key(value)]
-
-
-def _figure_legend(fig: Figure, axes: np.ndarray) -> None:
-    """One legend under all panels (each label once), so no panel's lines are hidden."""
-    seen: dict[str, Any] = {}
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            seen.setdefault(lab, h)
-    if seen:
-        fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 5),
-                   frameon=False, fontsize=8)
-
-
-def _finish(fig: Figure, axes: np.ndarray, title: str, out_stem: str | Path) -> list[Path]:
-    """The common tail of every KG figure: optional suptitle, one shared legend, PNG + PDF."""
-    if title:
-        fig.suptitle(title, fontsize=10)
-    _figure_legend(fig, axes)
-    return _save(fig, out_stem)
-
-
-def _metric_text(metric: str, percent: bool) -> str:
-    text = metric_label(metric)
-    return f"{text} (%)" if percent else text
-
-
-# ---------------------------------------------------------------------------------------------
-# Figure 8: metric vs a numeric parameter, panels per dataset
 
 
 def facet_lines(
@@ -205,10 +134,6 @@ def _measured_by_x(selected: pd.DataFrame, x: str, facet: str | None) -> dict[An
     return {fv: {xv: float(np.mean(v)) for xv, v in by_x.items()} for fv, by_x in out.items()}
 
 
-# ---------------------------------------------------------------------------------------------
-# Figure 7: one-at-a-time sensitivity
-
-
 def sensitivity(
     records: Sequence[Mapping[str, Any]],
     params: Sequence[str],
@@ -288,10 +213,6 @@ def sensitivity(
     return _finish(fig, axes, title, out_stem)
 
 
-# ---------------------------------------------------------------------------------------------
-# Figure 6: grouped bars with ranks
-
-
 def rank_bars(
     records: Sequence[Mapping[str, Any]],
     bars: str,
@@ -352,10 +273,6 @@ def rank_bars(
         if c == 0:
             ax.set_ylabel("score (%)" if percent else "score")
     return _finish(fig, axes, title, out_stem)
-
-
-# ---------------------------------------------------------------------------------------------
-# Figure 5: server and client validation curves
 
 
 def server_client_curves(
@@ -458,5 +375,6 @@ KG_PLOT_KINDS = {
     "rank_bars": rank_bars,
     "server_client_curves": server_client_curves,
 }
+
 
 __all__ = ["KG_PLOT_KINDS", "facet_lines", "rank_bars", "sensitivity", "server_client_curves"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from benchmark.report.plots import (
+from benchmark.report.plot_common import (
     _MARKERS,
     _categories,
     _hue_text,

@@ -19,8 +19,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from benchmark.errors import ConfigError, DataError
-from benchmark.report.plots import (_hue_order, _hue_text, _log_exclusions, _metric_col, _prepare, _save,
-                                    series_palette)
+from benchmark.report.plot_common import (
+    _hue_order,
+    _hue_text,
+    _log_exclusions,
+    _metric_col,
+    _prepare,
+    _save,
+    series_palette,
+)
 from benchmark.report.records import aggregate, select_records, value_key
 from benchmark.report.tables import metric_label, with_record_metrics
 

@@ -27,9 +27,17 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from benchmark.errors import ConfigError, DataError
-from benchmark.report.plots import (_hue_order, _hue_text, _ink, _log_exclusions, _metric_col, _prepare, _save,
-                                    series_palette)
+from benchmark.report.plot_common import (
+    _hue_order,
+    _hue_text,
+    _log_exclusions,
+    _metric_col,
+    _prepare,
+    _save,
+    series_palette,
+)
 from benchmark.report.records import aggregate, select_records, value_key
+from benchmark.report.robustness_figure import _ink
 from benchmark.report.table_records import RECORD_METRICS, record_field, with_record_metrics
 from benchmark.report.tables import metric_label
 

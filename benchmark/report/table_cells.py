@@ -19,18 +19,15 @@ from benchmark.report.flags import (
     reference_of,
     seed_flags,
 )
+from benchmark.report.record_filters import apply_filters, check_keys, check_uniform, under_condition
 from benchmark.report.records import (
     AVAILABILITY_PREFIX,
     COVERED_PREFIX,
     aggregate,
-    apply_filters,
     availability_columns,
-    check_keys,
-    check_uniform,
     metric_column,
     records_frame,
     select_records,
-    under_condition,
     value_key,
 )
 from benchmark.report.table_records import _undeclared_cells

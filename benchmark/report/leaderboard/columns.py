@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark.report.flags import seed_flags
 from benchmark.report.leaderboard.rows import Row, Stat
 from benchmark.report.leaderboard.sections import SETTING_HEADERS, Section, fmt_param
-from benchmark.report.flags import seed_flags
 
 __all__ = ["PARTS", "Column", "columns", "failure_text", "fmt_bytes", "fmt_num", "fmt_param", "fmt_stat",
            "guard_text", "percent_header"]

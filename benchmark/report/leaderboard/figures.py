@@ -53,7 +53,7 @@ def plot_sections(sections: Sequence[Section], out_dir: Path) -> None:
     line never mixes recipes, protocols or settings. A figure that cannot be drawn becomes a
     note on the page instead of stopping the leaderboard.
     """
-    from benchmark.report.plots import robustness_plot
+    from benchmark.report.robustness_figure import robustness_plot
 
     for sec in sections:
         current = [r for r in sec.rows if r.current and r.ok]

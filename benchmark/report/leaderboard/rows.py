@@ -203,7 +203,7 @@ def attach_auc(rows: list[Row], primary: str) -> None:
     two rates or more, and a setting with a rate where every seed failed gets no AUC, since an
     area over a shorter range would flatter it.
     """
-    from benchmark.report.plots import curve_auc
+    from benchmark.report.curve_metrics import curve_auc
 
     col = f"test/{primary}"
     groups: dict[tuple[str, str], list[Row]] = {}
