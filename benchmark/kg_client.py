@@ -31,7 +31,7 @@ from torch import Tensor
 from benchmark.federation import ClientData
 
 
-def _empty_triples() -> Tensor:
+def empty_triples() -> Tensor:
     return torch.empty(0, 3, dtype=torch.long)
 
 
@@ -40,9 +40,9 @@ class KGClientData(ClientData):
     """A KG client (see the module docstring); triples are in local entity/relation ids."""
 
     relations: Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))  # [R_c] global ids
-    train_triples: Tensor = field(default_factory=_empty_triples)
-    valid_triples: Tensor = field(default_factory=_empty_triples)
-    test_triples: Tensor = field(default_factory=_empty_triples)
+    train_triples: Tensor = field(default_factory=empty_triples)
+    valid_triples: Tensor = field(default_factory=empty_triples)
+    test_triples: Tensor = field(default_factory=empty_triples)
 
     @property
     def num_entities(self) -> int:
@@ -88,4 +88,4 @@ class KGClientData(ClientData):
         )
 
 
-__all__ = ["KGClientData"]
+__all__ = ["KGClientData", "empty_triples"]

@@ -11,10 +11,6 @@ true value.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,36 +24,27 @@ import data_prep.partition.dirichlet_label  # noqa: F401
 import data_prep.partition.iid  # noqa: F401
 import data_prep.partition.louvain  # noqa: F401
 from benchmark import registry as R
-from benchmark import state_codec
-from benchmark.config import ComponentConfig, RunConfig, component_config
+from benchmark.config import RunConfig
 from benchmark.contracts import check_graph
 from benchmark.errors import ConfigError, warn_rebuild
 from benchmark.federation import ClientData, ClientIndex, FederatedData, GraphDataset, PartitionResult, register_builder
+from data_prep.artifact import (
+    ARTIFACT_VERSION,
+    artifact_keys,
+    artifact_path,
+    component_params,
+    plain,
+    read_cached,
+    resolve_component,
+    save_atomic,
+)
 from data_prep.normalize import NORMALIZATIONS, conditioned_features
 from data_prep.partition import owner_array, seeded_rng
 
-ARTIFACT_VERSION = 2  # 2: client-level masking rounds halves up
 FILLS = ("zeros", "random", "mean")
 
 
 # --------------------------------------------------------------------------- components
-
-
-def _resolve(registry: R.Registry, section: ComponentConfig, where: str) -> tuple[type, Any]:
-    """The component class and its validated Config (plugins are imported only if needed)."""
-    if section.name not in registry:
-        R.load_plugins()
-    cls = registry.get(section.name)
-    return cls, component_config(registry, section, where)
-
-
-def _params(cfg_obj: Any) -> dict[str, Any]:
-    """A component's full options (defaults included), for hashing."""
-    if cfg_obj is None:
-        return {}
-    if dataclasses.is_dataclass(cfg_obj):
-        return dataclasses.asdict(cfg_obj)
-    return dict(vars(cfg_obj))
 
 
 def _check_run(cfg: RunConfig) -> None:
@@ -71,68 +58,6 @@ def _check_run(cfg: RunConfig) -> None:
         raise ConfigError(f"dataset.normalize must be one of {', '.join(NORMALIZATIONS)}, got '{cfg.dataset.normalize}'")
     if cfg.missing.fill not in FILLS:
         raise ConfigError(f"missing.fill must be zeros, random or mean, got '{cfg.missing.fill}'")
-
-
-# --------------------------------------------------------------------------- hashing and cache
-
-
-def artifact_keys(
-    dataset: GraphDataset, cfg: RunConfig, part_params: dict[str, Any], mask_params: dict[str, Any]
-) -> tuple[str, str]:
-    """(artifact hash, artifact recipe): the recipe is the same hash without the seed."""
-    recipe = {
-        "version": ARTIFACT_VERSION,
-        "dataset": dataset.fingerprint(),
-        "partition": {"name": cfg.partition.name, "num_clients": cfg.partition.num_clients, "params": part_params},
-        "missing": {"name": cfg.missing.name, "params": mask_params},
-        "split": [cfg.split.train, cfg.split.val, cfg.split.test],
-        "normalize": cfg.dataset.normalize,
-    }
-
-    def digest(obj: dict[str, Any]) -> str:
-        return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-    return digest({**recipe, "seed": cfg.seed}), digest(recipe)
-
-
-def artifact_path(cfg: RunConfig, key: str) -> Path:
-    return Path(cfg.output.cache_dir) / "artifacts" / f"{key}.safetensors"
-
-
-def _plain(obj: Any) -> Any:
-    """Numpy scalars and arrays -> Python / torch, so the artifact loads with weights_only."""
-    if isinstance(obj, dict):
-        return {k if isinstance(k, (str, int)) else str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return torch.from_numpy(obj.copy())
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if obj is None or isinstance(obj, (str, int, float, bool, torch.Tensor)):
-        return obj
-    return str(obj)
-
-
-def save_atomic(obj: dict[str, Any], path: Path) -> None:
-    """Write ``obj`` as safetensors + JSON (no pickle: :mod:`benchmark.state_codec`) to a
-    temporary file in the same folder, then rename it over the target."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    blob = state_codec.pack(obj)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def read_cached(path: Path) -> Any:
-    """What :func:`save_atomic` wrote (JSON values and tensors only; nothing is unpickled)."""
-    return state_codec.unpack_decode(path.read_bytes())[1]
 
 
 def load_artifact(path: Path, num_nodes: int, num_modalities: int) -> dict[str, Any] | None:
@@ -344,9 +269,9 @@ def build_federation(cfg: RunConfig) -> FederatedData:
     the same hash is reused, otherwise it is computed and written atomically.
     """
     _check_run(cfg)
-    ds_cls, ds_cfg = _resolve(R.DATASETS, cfg.dataset, "dataset")
-    part_cls, part_cfg = _resolve(R.PARTITIONERS, cfg.partition, "partition")
-    mask_cls, mask_cfg = _resolve(R.MASKERS, cfg.missing, "missing")
+    ds_cls, ds_cfg = resolve_component(R.DATASETS, cfg.dataset, "dataset")
+    part_cls, part_cfg = resolve_component(R.PARTITIONERS, cfg.partition, "partition")
+    mask_cls, mask_cfg = resolve_component(R.MASKERS, cfg.missing, "missing")
 
     root = Path(cfg.dataset.root) if cfg.dataset.root else None
     dataset: GraphDataset = ds_cls(ds_cfg).load(root)
@@ -368,7 +293,7 @@ def build_federation(cfg: RunConfig) -> FederatedData:
         raise ConfigError(
             f"partition.num_clients ({cfg.partition.num_clients}) exceeds the {n} nodes of dataset '{dataset.name}'"
         )
-    key, recipe = artifact_keys(dataset, cfg, _params(part_cfg), _params(mask_cfg))
+    key, recipe = artifact_keys(dataset.fingerprint(), cfg, component_params(part_cfg), component_params(mask_cfg))
     path = artifact_path(cfg, key)
     art = load_artifact(path, n, len(mods))
     reused = art is not None
@@ -393,8 +318,8 @@ def build_federation(cfg: RunConfig) -> FederatedData:
             "test_mask": test,
             "dropped_edges": int(partition.dropped_edges),
             "dropped_nodes": int(partition.dropped_nodes),
-            "partition_info": _plain(partition.info),
-            "missing_info": _plain(getattr(masker, "info", {})),
+            "partition_info": plain(partition.info),
+            "missing_info": plain(getattr(masker, "info", {})),
         }
         save_atomic(art, path)
     return assemble(dataset, art, cfg, key, recipe, reused)

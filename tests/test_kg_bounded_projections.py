@@ -22,7 +22,7 @@ import math
 import pytest
 import torch
 
-from baselines.kg.common import KGEClient, _standardize, bound_rows
+from baselines.kg.kge_client import KGEClient, _standardize, bound_rows
 from baselines.kg.fusions import KG_FUSIONS
 from baselines.kg.imputers import ImputerOptions
 from benchmark.engine import Engine

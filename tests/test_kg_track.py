@@ -210,3 +210,16 @@ def test_kg_records_of_the_server_view_protocol_carry_another_hash():
     finally:
         KGCompletion.protocol_version = 2
     assert dataclasses.is_dataclass(cfg)
+
+
+def test_a_client_with_an_empty_split_gets_an_empty_triple_table():
+    """A relation-id client can hold no validation or test triple; its split is a [0, 3] table."""
+    import torch
+
+    from data_prep.kg.federation import make_kg_client
+
+    none = torch.empty(0, 3, dtype=torch.long)
+    c = make_kg_client(0, torch.tensor([1, 2, 3]), torch.tensor([0]), (torch.tensor([[1, 0, 2]]), none, none),
+                       {"text": torch.zeros(3, 2)}, torch.ones(3, 1, dtype=torch.bool))
+    assert isinstance(c, KGClientData) and c.num_train == 1
+    assert c.valid_triples.shape == (0, 3) and c.test_triples.dtype == torch.long

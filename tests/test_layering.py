@@ -4,6 +4,7 @@ reaches the engine through a registered builder (benchmark.federation.register_b
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -51,8 +52,6 @@ def test_algorithms_ask_the_task_instead_of_testing_its_class():
     """An algorithm reads a task's capabilities (``classifies_nodes``, ``paired``,
     ``holds_out_edges``), never ``isinstance(task, SomeTask)``: a new task that declares the
     same capabilities then works with every algorithm unchanged."""
-    import ast
-
     from benchmark import registry as R
     from benchmark.tasks.base import Task
 
@@ -104,3 +103,63 @@ def test_no_report_module_outgrows_one_job():
     sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
              for p in sorted((ROOT / "benchmark" / "report").rglob("*.py"))}
     assert {p: n for p, n in sizes.items() if n > REPORT_MODULE_LINES} == {}
+
+
+def _imports(tree: ast.AST) -> list[str]:
+    """Every module an import statement names, anywhere in the file (lazy imports in functions
+    too), except under ``if TYPE_CHECKING:``, which never runs."""
+    out: list[str] = []
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out += [m for n in node.orelse for m in _imports(ast.Module(body=[n], type_ignores=[]))]
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        out += _imports(node)
+    return out
+
+
+def test_no_import_circle_between_the_projects_modules():
+    """Module A imports B (at any depth) and B imports A: neither can be understood, tested or
+    moved alone. Strongly connected components of the import graph over the five packages."""
+    mods: dict[str, Path] = {}
+    for pkg in ("benchmark", "data_prep", "baselines", "methods", "fedmm_bench"):
+        for p in (ROOT / pkg).rglob("*.py"):
+            name = ".".join(p.relative_to(ROOT).with_suffix("").parts)
+            mods[name.removesuffix(".__init__")] = p
+    graph: dict[str, set[str]] = {}
+    for m, p in mods.items():
+        graph[m] = {t for t in _imports(ast.parse(p.read_text())) if t in mods and t != m}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    import sys
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert circles == []

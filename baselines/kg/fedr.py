@@ -32,13 +32,14 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from baselines.kg.common import KGAlgorithm, KGEClient, _mix, both_views
+from baselines.kg.common import KGAlgorithm, both_views
+from baselines.kg.kge_client import KGEClient, _mix
 from benchmark.algorithm import Broadcast
 from benchmark.comm import Payload
 from benchmark.errors import BenchmarkError
+from benchmark.kg_client import KGClientData
 from benchmark.kge import build_decoder
 from benchmark.registry import ALGORITHMS
-from benchmark.kg_client import KGClientData
 
 
 def relation_rows(relation: Tensor, num_relations: int) -> Tensor:

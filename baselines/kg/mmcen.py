@@ -23,12 +23,13 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from baselines.kg.common import KGAlgorithm, KGEClient
+from baselines.kg.common import KGAlgorithm
+from baselines.kg.kge_client import KGEClient
 from benchmark.comm import Payload
 from benchmark.errors import BenchmarkError
+from benchmark.kg_client import KGClientData
 from benchmark.kge import views_scorer
 from benchmark.registry import ALGORITHMS
-from benchmark.kg_client import KGClientData
 
 
 def relation_map(client: KGClientData, pooled_relations: Tensor) -> Tensor:

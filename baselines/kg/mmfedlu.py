@@ -26,20 +26,20 @@ and the local relations are FedE's (seed Sec. IV-A).
 
 from __future__ import annotations
 
-from abc import abstractmethod
-
 import math
+from abc import abstractmethod
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
-from baselines.kg.common import KGAlgorithm, KGEClient, _mix
-from benchmark.training import LocalLoop, shuffled_batches
+from baselines.kg.common import KGAlgorithm
+from baselines.kg.kge_client import KGEClient, _mix
 from benchmark.comm import Payload
+from benchmark.kg_client import KGClientData
 from benchmark.kge import kge_loss, sample_negatives
 from benchmark.registry import ALGORITHMS
-from benchmark.kg_client import KGClientData
+from benchmark.training import LocalLoop, shuffled_batches
 
 View = tuple[nn.Module, Tensor]
 MASKED = -1e4  # logit of a sampled negative equal to the positive: probability exactly 0 in float32

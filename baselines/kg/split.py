@@ -34,10 +34,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from baselines.kg.common import SPLIT, KGEClient, _mix
+from baselines.kg.kge_client import SPLIT, KGEClient, _mix
 from benchmark.errors import ConfigError
-from benchmark.kge import build_decoder
 from benchmark.kg_client import KGClientData
+from benchmark.kge import build_decoder
 
 STRUCTURE = "structure"
 

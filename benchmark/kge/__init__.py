@@ -8,16 +8,10 @@ FL algorithm, imputer and fusion). Importing this package registers the built-in
 
 from __future__ import annotations
 
-from typing import Any
-
-from benchmark.registry import Registry
-
-DECODERS: Registry[Any] = Registry("kge decoder")
-
-from benchmark.kge.decoders import ComplEx, KGEDecoder, RotatE, TransE, build_decoder  # noqa: E402
-from benchmark.kge.evaluation import FilterIndex, evaluate_filtered, rank_metrics, tie_aware_ranks, views_scorer  # noqa: E402
-from benchmark.kge.losses import LOSSES, kge_loss, mean_softmax_log_probs, sample_negatives, split_kge_loss  # noqa: E402
-from benchmark.kge.model import KGEModel, make_queries, train_epoch  # noqa: E402
+from benchmark.kge.decoders import DECODERS, ComplEx, KGEDecoder, RotatE, TransE, build_decoder
+from benchmark.kge.evaluation import FilterIndex, evaluate_filtered, rank_metrics, tie_aware_ranks, views_scorer
+from benchmark.kge.losses import LOSSES, kge_loss, mean_softmax_log_probs, sample_negatives, split_kge_loss
+from benchmark.kge.model import KGEModel, make_queries, train_epoch
 
 __all__ = [
     "DECODERS", "KGEDecoder", "RotatE", "TransE", "ComplEx", "build_decoder",

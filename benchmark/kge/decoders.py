@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import abc
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from benchmark.errors import ConfigError
-from benchmark.kge import DECODERS
 from benchmark.kge.ops import pairwise_distance
+from benchmark.registry import Registry
+
+#: the KGE decoders a config can name (independently of the FL algorithm, imputer and fusion)
+DECODERS: Registry[Any] = Registry("kge decoder")
 
 INVERSE_MODES = ("separate", "tied", "none")
 

@@ -32,11 +32,24 @@ from benchmark.config import RunConfig
 from benchmark.errors import ConfigError, warn_rebuild
 from benchmark.federation import FederatedData
 from benchmark.registry import MASKERS
+from data_prep.artifact import (
+    artifact_keys,
+    artifact_path,
+    component_params,
+    read_cached,
+    resolve_component,
+    save_atomic,
+)
 from data_prep.kg.dataset import KGDataset
 from data_prep.kg.federation import KGClientData, make_kg_client
 from data_prep.partition import seeded_rng
 from data_prep.partition.dirichlet_items import (
-    COVER_MODES, build_client_modalities, client_item_features, cross_client_cosine, cross_client_jaccard, fill_unavailable,
+    COVER_MODES,
+    build_client_modalities,
+    client_item_features,
+    cross_client_cosine,
+    cross_client_jaccard,
+    fill_unavailable,
     text_token_sets,
 )
 from data_prep.partition.relation_id import KGClient, KGPartition, partition_stats, resolve_seed
@@ -107,13 +120,7 @@ def select_modalities(dataset: KGDataset, spec: str) -> KGDataset:
 
 def _kg_keys(dataset: KGDataset, cfg: RunConfig, part_params: dict[str, Any], mask_params: dict[str, Any]) -> tuple[str, str]:
     """(artifact hash, recipe hash without the seed)."""
-    from data_prep.build import artifact_keys
-
-    class _Fp:  # artifact_keys only asks the dataset for its fingerprint
-        def fingerprint(self) -> str:
-            return "kg:" + dataset.fingerprint()
-
-    return artifact_keys(_Fp(), cfg, part_params, {**mask_params, "fill": cfg.missing.fill,
+    return artifact_keys("kg:" + dataset.fingerprint(), cfg, part_params, {**mask_params, "fill": cfg.missing.fill,
                                                     "kg_version": KG_ARTIFACT_VERSION})
 
 
@@ -122,8 +129,6 @@ def _load_kg_artifact(path: Path, num_clients: int, num_modalities: int) -> dict
     if not path.is_file():
         return None
     try:
-        from data_prep.build import read_cached
-
         art = read_cached(path)
         ok = (art.get("version") == KG_ARTIFACT_VERSION and art.get("kind") == "kg"
               and len(art["clients"]) == num_clients
@@ -266,12 +271,10 @@ def pooled_kg_client(dataset: KGDataset, clients: list[KGClientData], fill: str,
 
 def build_kg_federation(cfg: RunConfig, dataset: KGDataset | None = None) -> FederatedData:
     """Load (unless given), partition, deal items, mask, and build every KG client (cached)."""
-    from data_prep.build import _params, _resolve, artifact_path, save_atomic
-
     if cfg.missing.fill not in KG_FILLS:
         raise ConfigError(f"missing.fill must be random or zeros for a KG dataset, got '{cfg.missing.fill}'")
     if dataset is None:
-        ds_cls, ds_cfg = _resolve(R.DATASETS, cfg.dataset, "dataset")
+        ds_cls, ds_cfg = resolve_component(R.DATASETS, cfg.dataset, "dataset")
         dataset = ds_cls(ds_cfg).load(cfg.dataset.root)
     if cfg.partition.name != "relation_id":
         raise ConfigError(f"a KG dataset needs partition.name: relation_id, got '{cfg.partition.name}'")
@@ -279,16 +282,16 @@ def build_kg_federation(cfg: RunConfig, dataset: KGDataset | None = None) -> Fed
         raise ConfigError(f"a KG dataset needs missing.name: kg_items, got '{cfg.missing.name}'")
     if cfg.missing.content != "keep":
         raise ConfigError("missing.content: shuffle is a control of the graph tasks; KG datasets take keep")
-    part_cls, part_cfg = _resolve(R.PARTITIONERS, cfg.partition, "partition")
-    _, mask_cfg = _resolve(R.MASKERS, cfg.missing, "missing")
+    part_cls, part_cfg = resolve_component(R.PARTITIONERS, cfg.partition, "partition")
+    _, mask_cfg = resolve_component(R.MASKERS, cfg.missing, "missing")
     dataset = select_modalities(dataset, mask_cfg.modalities)
     if getattr(part_cfg, "seed", 0) is None:  # the dataset's canonical relation shuffle, hashed as the number it is
         part_cfg = dataclasses.replace(part_cfg, seed=resolve_seed(None, dataset.name))
-    mask_params = _params(mask_cfg)
+    mask_params = component_params(mask_cfg)
     for key, default in (("modalities", "all"), ("availability", "nominal"), ("cover", "dealt")):
         if mask_params.get(key) == default:  # the older protocol's values leave its artifact hashes unchanged
             del mask_params[key]
-    key, recipe = _kg_keys(dataset, cfg, _params(part_cfg), mask_params)
+    key, recipe = _kg_keys(dataset, cfg, component_params(part_cfg), mask_params)
     path = artifact_path(cfg, key)
     art = _load_kg_artifact(path, cfg.partition.num_clients, len(dataset.modalities))
     reused = art is not None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from benchmark.kg_client import KGClientData  # the client type lives in the core; built here
+from benchmark.kg_client import KGClientData, empty_triples  # the client type lives in the core; built here
 
 
 def make_kg_client(
@@ -28,7 +28,7 @@ def make_kg_client(
     def local(t: Tensor) -> Tensor:
         t = t.long().contiguous()
         if not t.numel():
-            return _empty_triples()
+            return empty_triples()
         h = torch.searchsorted(entities, t[:, 0].contiguous())
         r = torch.searchsorted(relations, t[:, 1].contiguous())
         tail = torch.searchsorted(entities, t[:, 2].contiguous())

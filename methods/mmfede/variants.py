@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from baselines.kg.common import KGAlgorithm, KGEClient, Regularizer
-from benchmark.registry import ALGORITHMS
+from baselines.kg.common import KGAlgorithm
+from baselines.kg.kge_client import KGEClient, Regularizer
 from benchmark.kg_client import KGClientData
+from benchmark.registry import ALGORITHMS
 from methods.mmfede.mmfede import MMFedE
 
 
