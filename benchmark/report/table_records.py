@@ -5,37 +5,13 @@ because their method does not declare the column's task. Part of
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from benchmark.report.records import metric_column, value_key
+from benchmark.report.table_spec import RECORD_METRICS, _Spec
 from benchmark.report.table_text import RowKey
-
-if TYPE_CHECKING:  # the spec's module imports this one
-    from benchmark.report.table_spec import _Spec
-
-
-# Record fields usable as table metrics: name -> (record field, dotted when nested, factor).
-# Costs: printed unscaled and ranked lower-is-better without listing them in raw_metrics /
-# lower_is_better. The *_ms ones are the per-round stage medians of ``benchmark.cost``.
-RECORD_METRICS: dict[str, tuple[str, float]] = {
-    "seconds_per_round": ("seconds_per_round", 1.0),
-    "wall_time_s": ("wall_time_s", 1.0),
-    "peak_memory_mb": ("peak_memory_mb", 1.0),
-    "memory_growth_mb": ("memory_growth_mb", 1.0),
-    "server_memory_mb": ("server_memory_mb", 1.0),
-    "bytes_per_round": ("bytes_per_round", 1.0),
-    "kb_per_round": ("bytes_per_round", 1.0 / 1024),
-    "mb_per_round": ("bytes_per_round", 1.0 / 2**20),
-    "download_ms": ("cost.download_s", 1000.0),
-    "client_ms": ("cost.client_s", 1000.0),
-    "upload_ms": ("cost.upload_s", 1000.0),
-    "server_ms": ("cost.server_s", 1000.0),
-    "other_ms": ("cost.other_s", 1000.0),
-    "cot_ms": ("cost.cot_s", 1000.0),
-    "cot_s": ("cost.cot_s", 1.0),
-}
 
 
 def record_field(rec: Any, path: str) -> Any:

@@ -9,7 +9,6 @@ from typing import Any
 
 from benchmark.errors import ConfigError, closest
 from benchmark.report.records import value_key
-from benchmark.report.table_records import RECORD_METRICS
 from benchmark.report.table_text import RowKey
 
 VALID_KEYS = (
@@ -19,6 +18,28 @@ VALID_KEYS = (
     "split_wide",
     "title", "stem",  # read by the suite writer (report.suite_tables); make_table takes title too
 )
+
+
+# Record fields usable as table metrics: name -> (record field, dotted when nested, factor).
+# Costs: printed unscaled and ranked lower-is-better without listing them in raw_metrics /
+# lower_is_better. The *_ms ones are the per-round stage medians of ``benchmark.cost``.
+RECORD_METRICS: dict[str, tuple[str, float]] = {
+    "seconds_per_round": ("seconds_per_round", 1.0),
+    "wall_time_s": ("wall_time_s", 1.0),
+    "peak_memory_mb": ("peak_memory_mb", 1.0),
+    "memory_growth_mb": ("memory_growth_mb", 1.0),
+    "server_memory_mb": ("server_memory_mb", 1.0),
+    "bytes_per_round": ("bytes_per_round", 1.0),
+    "kb_per_round": ("bytes_per_round", 1.0 / 1024),
+    "mb_per_round": ("bytes_per_round", 1.0 / 2**20),
+    "download_ms": ("cost.download_s", 1000.0),
+    "client_ms": ("cost.client_s", 1000.0),
+    "upload_ms": ("cost.upload_s", 1000.0),
+    "server_ms": ("cost.server_s", 1000.0),
+    "other_ms": ("cost.other_s", 1000.0),
+    "cot_ms": ("cost.cot_s", 1000.0),
+    "cot_s": ("cost.cot_s", 1.0),
+}
 
 
 PAPER_NA = ("N/A", "n/a", "NA")
