@@ -287,6 +287,10 @@ def build_federation(cfg: RunConfig) -> FederatedData:
         from data_prep.kg.build import build_kg_federation
 
         return build_kg_federation(cfg, dataset)
+    for what, cls, section in (("partition", part_cls, cfg.partition), ("missing", mask_cls, cfg.missing)):
+        only = getattr(cls, "only_for", None)  # a KG or AMFL component: it has no graph method to call
+        if only:
+            raise ConfigError(f"{what} '{section.name}' applies to {only}; dataset '{cfg.dataset.name}' is a graph")
     check_graph(f"dataset '{cfg.dataset.name}' ({ds_cls.__name__}.load)", dataset)  # one line, not an IndexError later
     n, mods = dataset.num_nodes, dataset.modalities
     if cfg.partition.num_clients > n:

@@ -261,3 +261,22 @@ def test_bad_input_fails_before_writing(tmp_path, overrides):
     with pytest.raises(ConfigError):
         build_federation(run_config(cache, **overrides))
     assert not cache.exists() or not any(cache.rglob("*"))
+
+
+@pytest.mark.parametrize(("section", "name", "needle"), [
+    ("partition", "relation_id", "knowledge-graph datasets"),
+    ("partition", "amfl_population", "AMFL simulations"),
+    ("missing", "kg_items", "knowledge-graph datasets"),
+])
+def test_a_component_of_another_dataset_kind_is_one_line_on_a_graph(section, name, needle, tmp_path):
+    """A KG or AMFL partitioner or masker on a graph dataset: a ConfigError that names the
+    component, what it applies to and what a graph takes, before anything is written."""
+    from benchmark.config import build_run_config
+    from benchmark.errors import ConfigError
+
+    cfg = {"dataset": {"name": "synthetic", "num_nodes": 60}, "partition": {"name": "louvain", "num_clients": 2},
+           "missing": {"name": "node_level"}, "output": {"cache_dir": str(tmp_path)}}
+    cfg[section] = {"name": name, **({"num_clients": 2} if section == "partition" else {})}
+    with pytest.raises(ConfigError, match=rf"^{section} '{name}' applies to {needle} .*dataset 'synthetic' is a graph$"):
+        build_federation(build_run_config(cfg))
+    assert not (tmp_path / "artifacts").exists()

@@ -163,3 +163,35 @@ def test_no_import_circle_between_the_projects_modules():
         if v not in index:
             visit(v)
     assert circles == []
+
+
+def _only_raises(fn: ast.FunctionDef) -> bool:
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    return len(body) == 1 and isinstance(body[0], ast.Raise) and not any(
+        isinstance(d, ast.Name) and d.id == "abstractmethod" for d in fn.decorator_list)
+
+
+def test_no_registered_component_has_a_method_that_only_raises():
+    """A component that does not fit a dataset kind says so through ``only_for`` (the builder
+    refuses it with that line); it does not carry a graph method whose whole body is a raise."""
+    import inspect
+    import textwrap
+
+    from benchmark import registry as R
+
+    load_plugins()
+    offenders = []
+    for reg in (R.DATASETS, R.PARTITIONERS, R.MASKERS, R.TASKS, R.MODELS, R.FUSIONS, R.BACKBONES, R.ALGORITHMS,
+                R.TRACKERS):
+        for name in reg.names():
+            obj = reg.get(name)
+            if not inspect.isclass(obj):
+                continue
+            try:
+                tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
+            except (OSError, TypeError):
+                continue
+            cls = tree.body[0]
+            offenders += [f"{reg.kind} '{name}'.{f.name}" for f in cls.body
+                          if isinstance(f, ast.FunctionDef) and _only_raises(f) and not f.name.startswith("_")]
+    assert offenders == []

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -53,6 +53,11 @@ class Population:
 @PARTITIONERS.register("amfl_population")
 class AMFLPopulation:
     """AMFL clients grouped by modality combination x fusion x depth, each with its own architecture, label space and samples."""
+
+    #: the datasets it applies to; the graph builder refuses it with this (the AMFL builder calls
+    #: ``plan``, data_prep/amfl/build.py), so it has no graph-partitioner ``split`` at all
+    only_for: ClassVar[str] = ("AMFL simulations (av_digits, multiview_digits); graph datasets take dirichlet_label, "
+                               "iid or louvain")
 
     @dataclass
     class Config:
@@ -230,7 +235,3 @@ class AMFLPopulation:
                 "architectures": len({p.arch.key() for p in clients}), "pieces": dealer.pieces}
         return Population(clients, info)
 
-    def split(self, dataset: Any, num_clients: int) -> Any:
-        """Graph datasets have no AMFL clients: using this partitioner there is a config error."""
-        raise ConfigError("partition 'amfl_population' applies to AMFL simulations only (av_digits, "
-                          "multiview_digits); graph datasets take dirichlet_label, iid or louvain")

@@ -39,6 +39,7 @@ qualify). ``partition.seed`` overrides it; every other dataset defaults to seed 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -170,6 +171,10 @@ def resolve_seed(seed: int | None, dataset_name: str) -> int:
 @PARTITIONERS.register("relation_id")
 class RelationIdPartitioner:
     """KG partition by shuffled relation-id groups (clients share entities, never relations); 8:1:1 split per client."""
+
+    #: the datasets it applies to; the graph builder refuses it with this
+    only_for: ClassVar[str] = ("knowledge-graph datasets (synthetic_kg, fb15k237, fb15k237_small); graph datasets "
+                               "take dirichlet_label, iid or louvain")
 
     @dataclass
     class Config:
