@@ -83,6 +83,13 @@ class Channel(ABC):
     def close(self) -> None:
         """Release what the channel holds (nothing in process)."""
 
+    def client_states(self) -> dict[int, dict] | None:
+        """Each training client's private state between rounds, when the clients live in this
+        process: the dict they read and write, which a checkpoint saves and a resume refills in
+        place (pre-training warm starts go in it too). None where the clients' states stay on
+        their own nodes (Flower): then nothing is checkpointed and nothing is warm-started."""
+        return None
+
 
 class LocalChannel(Channel):
     """The clients of a built federation, run one after another in this process.
@@ -103,6 +110,9 @@ class LocalChannel(Channel):
         self.declared = declared
         self.raws = {c.cid: RawDataFingerprint(c) for c in train_clients} if audit else {}
         self.states: dict[int, dict] = {cid: {} for cid in self.train_ids}
+
+    def client_states(self) -> dict[int, dict]:
+        return self.states
 
     def setup_uploads(self, cids: list[int]) -> dict[int, Upload]:
         return {cid: client_setup_upload(self.side, self.trainers[cid], self.states[cid], self.raws.get(cid),

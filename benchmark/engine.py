@@ -282,7 +282,7 @@ class Engine:
         self.pretraining = None
         if overrides is None:
             return
-        if not isinstance(self.channel, LocalChannel) or self.fed is None:
+        if self.channel.client_states() is None or self.fed is None:
             raise BenchmarkError(f"algorithm '{self.cfg.algorithm.name}' starts from a pre-training stage, which "
                                  f"runs in process only; use the in-process backend")
         stage = stages.obtain(overrides, self.cfg, type(self), self.fed, self.meta.artifact_hash, self.device,
@@ -308,13 +308,14 @@ class Engine:
             trackers.start(cfg, provenance(cfg, self.meta.artifact_hash, self.meta.artifact_recipe, self.device))
         start = time.perf_counter()
         status, error = "ok", None
-        local = isinstance(self.channel, LocalChannel)
+        states = self.channel.client_states()  # None: the clients keep their states on their own nodes
+        local = states is not None
         with trackers.closed_on_error(), PeakMemory(self.device) as mem, \
                 DeterminismWatch(cfg.train.deterministic) as watch:
             server = ServerSide(self.algo_cls, self.algo_cfg, self._context())
             sim = self._load_checkpoint(server) if resume and local and cfg.train.checkpoint_every > 0 else None
             if sim is None:
-                sim = SimState(algo=server.algo, states=self.channel.states if local else {},  # type: ignore[attr-defined]
+                sim = SimState(algo=server.algo, states=states if states is not None else {},
                                broadcast={}, ledger=Ledger(),
                                history={k: [] for k in ("round", primary, f"test/{self.task.primary_metric}",
                                                         "bytes_up", "bytes_down", "seconds")},
@@ -325,7 +326,10 @@ class Engine:
                     self._setup_exchange(sim, server)
             else:
                 server.algo = sim.algo
-                self.channel.states = sim.states  # type: ignore[attr-defined]
+                assert states is not None  # a checkpoint is read only in process
+                states.clear()  # the channel's own dict, refilled: its clients read and write it
+                states.update(sim.states)
+                sim.states = states
                 trackers.replay(sim.history)  # the rounds before the checkpoint
             cost = sim.cost = sim.cost or CostLog()
             cost.note_server(server.algo, sim.broadcast)
