@@ -5,8 +5,8 @@
   (safetensors + JSON, no pickle): the same names, order, dtypes, shapes and bytes on both
   ends, so the ledger counts what it counts in process. One array, not one per tensor,
   because Flower moves every array of a message as its own object, one request each, on
-  every hop (ServerApp, SuperLink, SuperNode, ClientApp): a model of 20 tensors cost about
-  a second a message on a loopback deployment.
+  every hop (ServerApp, SuperLink, SuperNode, ClientApp): a FedProx message of 26 objects
+  took about 0.4 s to pull on each hop of a loopback deployment (2-core CPU).
 * Scores travel as a ``MetricRecord`` keyed ``split|metric``.
 * Control data (the run config, the federation's metadata, the round, audit findings)
   travels as a ``ConfigRecord`` of strings and numbers; it is not an algorithm's payload and
@@ -102,5 +102,5 @@ def save_state(records: RecordDict, state: dict, client: Any = None) -> None:
     records[STATE_KEY] = ConfigRecord({"blob": checkpoint.dumps(state, anchors={"client": client})})
 
 
-__all__ = ["PAYLOAD_ARRAY", "control", "load_state", "meta_from_json", "meta_to_json", "payload_to_record", "record_to_payload",
-           "record_to_scores", "save_state", "scores_to_record"]
+__all__ = ["PAYLOAD_ARRAY", "control", "load_state", "meta_from_json", "meta_to_json", "payload_to_record",
+           "record_to_payload", "record_to_scores", "save_state", "scores_to_record"]
