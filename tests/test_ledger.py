@@ -31,7 +31,10 @@ def test_audit_catches_raw_rows_labels_edges_and_undeclared():
     c = _client()
     raw = RawDataFingerprint(c)
     led = Ledger()
-    assert led.audit_upload(0, 0, {"model.w": torch.randn(4, 8)}, raw, (r"model\..+",)) == []
+    # its own generator: the global one, seeded 0 by an earlier test in the same worker,
+    # would draw exactly the client's first text rows (a CI run failed on that)
+    innocent = torch.randn(4, 8, generator=torch.Generator().manual_seed(12345))
+    assert led.audit_upload(0, 0, {"model.w": innocent}, raw, (r"model\..+",)) == []
     assert led.audit_upload(0, 0, {"model.w": c.features["text"][3:7] * 1.0}, raw, None)
     assert led.audit_upload(0, 0, {"y": c.y.clone()}, raw, None)
     assert led.audit_upload(0, 0, {"e": c.edge_index.clone()}, raw, None)
