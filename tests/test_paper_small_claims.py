@@ -32,26 +32,32 @@ def table4_mrr() -> dict[tuple, float]:
     return mean_metric(records, "mrr", "missing.modalities", "missing.rate", "missing.partitioned", "algorithm.name")
 
 
-def test_mmfed3_table4_hide_imputation_does_not_beat_mmfede_here(table4_mrr):
-    """The paper's Table IV has MMFeD3-HidE above MMFedE in every row; on FB15K-237 (small) it is
-    never above it by more than 0.002 MRR in any of the 12 (modalities, r, partitioned) cells,
-    and is 0.066 / 0.081 MRR below it with text / text + visual items all shared at r = 100%."""
+def test_mmfed3_table4_hide_imputation_is_never_below_mmfede(table4_mrr):
+    """As in the paper's Table IV, MMFeD3-HidE is at or above MMFedE in every one of the 12
+    (modalities, r, partitioned) cells of FB15K-237 (small), re-run to convergence. The margins
+    are small, 0.0002-0.017 MRR against a seed spread of about 0.005; they are largest with both
+    modalities (0.008-0.017) and smallest with the numeric one alone."""
     combos = {k[:3] for k in table4_mrr}
     assert len(combos) == 12
     for combo in combos:
-        assert table4_mrr[(*combo, "mmfed3")] <= table4_mrr[(*combo, "mmfede")] + 0.002, combo
-    for mods in ("text", "text+visual"):
-        gap = table4_mrr[(mods, 1.0, False, "mmfede")] - table4_mrr[(mods, 1.0, False, "mmfed3")]
-        assert 0.03 < gap < 0.10, (mods, gap)
+        assert table4_mrr[(*combo, "mmfed3")] >= table4_mrr[(*combo, "mmfede")], combo
+    for rate in (1.0, 0.5):
+        for part in (False, True):
+            combo = ("text+visual", rate, part)
+            assert 0.006 < table4_mrr[(*combo, "mmfed3")] - table4_mrr[(*combo, "mmfede")] < 0.02, combo
 
 
-def test_mmfed3_table4_full_unpartitioned_mmfede_is_best_and_partitioning_costs_it(table4_mrr):
-    """At r = 100% with every holder given all of an entity's items, MMFedE has the best MRR of
-    each modality setting; dealing the items between clients lowers it by at least 0.015."""
+def test_mmfed3_table4_fewer_items_and_dealing_them_cost_mmfede(table4_mrr):
+    """MMFedE, which has no imputer, loses MRR both when half of the items are missing (r = 50%,
+    0.005-0.013) and when the items are dealt between clients at r = 100% (about 0.007); in each
+    modality setting the best row is an MMFeD3-HidE row at r = 100%."""
     for mods in ("text", "visual", "text+visual"):
+        full = table4_mrr[(mods, 1.0, False, "mmfede")]
+        assert full > table4_mrr[(mods, 0.5, False, "mmfede")] + 0.005, mods
+        assert full > table4_mrr[(mods, 1.0, True, "mmfede")] + 0.005, mods
         cells = {k: v for k, v in table4_mrr.items() if k[0] == mods}
-        assert max(cells, key=cells.get) == (mods, 1.0, False, "mmfede"), mods
-        assert table4_mrr[(mods, 1.0, False, "mmfede")] > table4_mrr[(mods, 1.0, True, "mmfede")] + 0.015, mods
+        best = max(cells, key=cells.get)
+        assert best[1] == 1.0 and best[3] == "mmfed3", (mods, best)
 
 
 # --------------------------------------------------------------------------- FedMGS Table 4
