@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmark.errors import BenchmarkError, closest
+from benchmark.record import Record, as_records
 
 DEMO_SUITE = "demo"
 EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard.verb", "benchmark.report.fidelity_summary",
@@ -145,17 +147,16 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.out:
         ResultStore(a.out).check_writable()  # a read-only folder is one line now, not after the run
     torch.set_num_threads(threads_per_job(1))   # the count a sweep gives the same cell: same numbers
-    record = run_backend(a.backend)(cfg, progress=True, resume=a.resume)
-    record["params"] = {"config": a.config or "defaults", "overrides": a.overrides}
-    record.setdefault("backend", "inprocess")  # the Flower backend names itself
-    record = failed_on_non_finite(record)  # what the store keeps, and what is reported
+    record = Record.from_dict(failed_on_non_finite(run_backend(a.backend)(cfg, progress=True, resume=a.resume)))
+    record.params = {"config": a.config or "defaults", "overrides": a.overrides}
+    record.backend = record.backend or "inprocess"  # the Flower backend names itself
     if a.out:
-        ResultStore(a.out).append(record)
-    summary = {k: record[k] for k in ("status", "error", "metrics", "best_round", "rounds_run", "seconds_per_round",
-                                      "peak_memory_mb", "wall_time_s")}
-    summary["artifact_hash"] = record["provenance"]["artifact_hash"]
+        ResultStore(a.out).append(record.to_dict())
+    summary = {k: getattr(record, k) for k in ("status", "error", "metrics", "best_round", "rounds_run",
+                                               "seconds_per_round", "peak_memory_mb", "wall_time_s")}
+    summary["artifact_hash"] = record.provenance["artifact_hash"]
     print(json.dumps(summary, indent=2))
-    return 0 if record["status"] == "ok" else 1
+    return 0 if record.ok else 1
 
 
 def cmd_prepare(a: argparse.Namespace) -> int:
@@ -196,14 +197,14 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         records, ran = run_suite(suite, a.scale, a.jobs, a.results, a.retry_failed, overrides=overrides, only=only,
                                  isolate=a.isolate, backend=a.backend, address=a.address,
                                  keep_stale=a.keep_stale, cells=cells)
-    failed = [r for r in records if r.get("status") != "ok"]
+    failed = [r for r in records if not r.ok]
     print(f"{suite.name}: {ran} cells run now, {len(records)} recorded, {len(failed)} failed")
     for r in failed[:10]:
-        print(f"  failed {r.get('params')} seed {r.get('seed')}: {r.get('error')}")
+        print(f"  failed {r.params} seed {r.seed}: {r.error}")
     return 0
 
 
-def _suite_records(suite_name: str, scale: str | None, results_dir: str) -> tuple[Any, list[dict], str]:
+def _suite_records(suite_name: str, scale: str | None, results_dir: str) -> tuple[Any, list[Record], str]:
     from benchmark.report.suite_tables import suite_records
     from benchmark.sweep import load_suite
 
@@ -216,7 +217,8 @@ def _suite_records(suite_name: str, scale: str | None, results_dir: str) -> tupl
     return suite, records, scale
 
 
-def write_suite_tables(suite: Any, records: list[dict], scale: str, out: str) -> list[tuple[str, str]]:
+def write_suite_tables(suite: Any, records: Sequence[Record | Mapping[str, Any]], scale: str,
+                       out: str) -> list[tuple[str, str]]:
     """Write every table of a suite; returns (stem, markdown) pairs."""
     from benchmark.report.suite_tables import make_suite_tables
     from benchmark.report.tables import write_table
@@ -228,11 +230,12 @@ def write_suite_tables(suite: Any, records: list[dict], scale: str, out: str) ->
     return written
 
 
-def write_suite_plots(suite: Any, records: list[dict], scale: str, out: str) -> list[Path]:
+def write_suite_plots(suite: Any, records: Sequence[Record | Mapping[str, Any]], scale: str, out: str) -> list[Path]:
     """Every figure of the suite's ``plots:`` (robustness curves, heatmaps; see report.plots)."""
     from benchmark.report.suite_plots import suite_plots
     from benchmark.report.record_filters import under_condition
 
+    records = as_records(records)
     where = (suite.spec.get("control") or {}).get("where")
     if where:  # a control run is no point of a curve; tables print it beside the cells instead
         records = [r for r in records if not under_condition(r, where)]

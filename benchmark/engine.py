@@ -389,7 +389,7 @@ class Engine:
                     self._save_checkpoint(sim, server)
                 if cfg.train.patience > 0 and sim.bad_evals >= cfg.train.patience:
                     break
-        record: dict[str, Any] | None = None
+        record: Record | None = None
         try:
             if self.audit and sim.ledger.violations and status == "ok":
                 status, error = "failed", {"round": -1, "reason": "ledger audit: " + sim.ledger.violations[0]}
@@ -401,10 +401,10 @@ class Engine:
                                   watch.summary())
         finally:
             trackers.finish(record)  # final metrics and status; None (this raised): only closed
-        return record
+        return record.to_dict()
 
     def _record(self, sim: SimState, status: str, error: dict | None, wall: float, peak_mb: float,
-                growth_mb: float, determinism: dict[str, Any]) -> dict[str, Any]:
+                growth_mb: float, determinism: dict[str, Any]) -> Record:
         best = sim.best
         metrics: dict[str, float] = {}
         per_client_out: dict[str, list] = {}
@@ -446,8 +446,8 @@ class Engine:
             # the stage this run started from (benchmark.stages)
             pretraining=getattr(self, "pretraining", None) or None,
         )
-        record.guard = guard_verdict(record.to_dict())  # collapsed / converged, benchmark/guard.py
-        return record.to_dict()
+        record.guard = guard_verdict(record)  # collapsed / converged, benchmark/guard.py
+        return record
 
 
 def run_config(cfg: RunConfig, progress: bool = False) -> dict[str, Any]:

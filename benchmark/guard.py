@@ -40,6 +40,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmark.record import Record
+
 SPREAD_EPSILON = 1e-4  # below it every score is, for a ranking, the same: a collapsed model
 TAIL_SHARE = 0.1    # best round in the last 10% of the rounds run: still improving
 SLOPE_SHARE = 0.2   # the window the validation slope is fitted over
@@ -57,10 +59,10 @@ class Convergence:
     reason: str               # '' when converged
 
 
-def _val_curve(record: dict[str, Any]) -> tuple[list[int], list[float]]:
-    curves = record.get("curves") or {}
+def _val_curve(record: Record) -> tuple[list[int], list[float]]:
+    curves = record.curves or {}
     keys = [k for k in curves if k.startswith("val/")]
-    primary = next((k for k in keys if record.get("metrics", {}).get(k) is not None), keys[0] if keys else None)
+    primary = next((k for k in keys if record.metrics.get(k) is not None), keys[0] if keys else None)
     if primary is None:
         return [], []
     rounds, values = curves.get("round") or [], curves.get(primary) or []
@@ -81,29 +83,29 @@ def _within_reach(window: list[tuple[int, float]], slope: float, best_value: flo
     return bool(window) and window[-1][1] + slope * span >= best_value
 
 
-def stopped_by_patience(record: dict[str, Any], rounds: list[int] | None = None) -> bool:
+def stopped_by_patience(record: Record, rounds: list[int] | None = None) -> bool:
     """Whether early stopping ended the run: fewer rounds run than the budget, and at least
     ``train.patience`` evaluations after the best round (the engine's stopping rule)."""
-    train = (record.get("config") or {}).get("train") or {}
+    train = (record.config or {}).get("train") or {}
     patience, budget = int(train.get("patience") or 0), int(train.get("rounds") or 0)
-    run = int(record.get("rounds_run") or 0)
+    run = int(record.rounds_run or 0)
     if patience <= 0 or not budget or run >= budget:
         return False
     if rounds is None:
         rounds = _val_curve(record)[0]
-    best = int(record.get("best_round", -1))
+    best = int(record.best_round)
     return sum(r > best for r in rounds) >= patience
 
 
-def convergence(record: dict[str, Any]) -> Convergence | None:
+def convergence(record: Record) -> Convergence | None:
     """The verdict on an ``ok`` record, None for a failed one or one without a curve."""
-    if record.get("status") != "ok":
+    if not record.ok:
         return None
     rounds, values = _val_curve(record)
     if not rounds:
         return None
-    run = int(record.get("rounds_run") or (max(rounds) + 1))
-    best = int(record.get("best_round", rounds[values.index(max(values))]))
+    run = int(record.rounds_run or (max(rounds) + 1))
+    best = record.best_round if record.best_round >= 0 else rounds[values.index(max(values))]
     tail_start = run - max(1, math.ceil(TAIL_SHARE * run))
     window_start = run - max(2, math.ceil(SLOPE_SHARE * run))
     window = [(r, v) for r, v in zip(rounds, values) if r >= window_start]
@@ -119,9 +121,9 @@ def convergence(record: dict[str, Any]) -> Convergence | None:
     return Convergence(converged=not reason, best_round=best, rounds_run=run, tail_slope=slope, reason=reason)
 
 
-def spread(record: dict[str, Any]) -> float | None:
+def spread(record: Record) -> float | None:
     """The record's score spread (test, else validation), None when it has none."""
-    metrics = record.get("metrics") or {}
+    metrics = record.metrics or {}
     for key in ("test/spread", "val/spread"):
         v = metrics.get(key)
         if isinstance(v, (int, float)) and math.isfinite(v):
@@ -129,16 +131,16 @@ def spread(record: dict[str, Any]) -> float | None:
     return None
 
 
-def collapsed(record: dict[str, Any]) -> bool | None:
+def collapsed(record: Record) -> bool | None:
     """True when every score of the best round is (nearly) equal; None for a failed record or
     one without a spread."""
-    if record.get("status") != "ok" or (record.get("algorithm") or {}).get("constant_scores"):
+    if not record.ok or (record.algorithm or {}).get("constant_scores"):
         return None  # a failed run, or a reference that ties every score by design (chance)
     s = spread(record)
     return None if s is None else s < SPREAD_EPSILON
 
 
-def verdict(record: dict[str, Any]) -> dict[str, Any]:
+def verdict(record: Record) -> dict[str, Any]:
     """What the engine stores as a record's ``guard``: ``collapsed`` and ``converged`` (None
     where not judged), the spread, and why a flag is raised."""
     conv = convergence(record)
@@ -152,7 +154,7 @@ def verdict(record: dict[str, Any]) -> dict[str, Any]:
             "spread": spread(record), "reasons": reasons}
 
 
-def record_verdict(record: dict[str, Any]) -> dict[str, Any]:
+def record_verdict(record: Record) -> dict[str, Any]:
     """The verdict under today's rules. The ``guard`` a record stores is what the engine judged
     when it wrote it; the verdict reads only the record (curves, rounds, config, spread), so
     reports judge again and a rule that is corrected applies to every committed store alike."""
@@ -167,8 +169,8 @@ class GuardCounts:
     failed: int
     judged: int
     converged: int
-    unconverged: list[tuple[dict[str, Any], Convergence]]
-    collapsed: list[dict[str, Any]] = field(default_factory=list)
+    unconverged: list[tuple[Record, Convergence]]
+    collapsed: list[Record] = field(default_factory=list)
     spread_judged: int = 0   # cells whose records carry a spread (collapse can be judged)
 
     @property
@@ -176,9 +178,9 @@ class GuardCounts:
         return self.converged / self.judged if self.judged else math.nan
 
 
-def count(records: list[dict[str, Any]]) -> GuardCounts:
+def count(records: list[Record]) -> GuardCounts:
     """Verdicts over a store's latest records."""
-    failed = sum(r.get("status") != "ok" for r in records)
+    failed = sum(not r.ok for r in records)
     verdicts = [(r, v) for r in records if (v := convergence(r)) is not None]
     bad = [(r, v) for r, v in verdicts if not v.converged]
     flat = [r for r in records if collapsed(r)]

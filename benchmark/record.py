@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 SCHEMA_VERSION = 2
@@ -99,6 +100,13 @@ class Record:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def reason(self) -> str:
+        """Why a failed run failed ('' when it did not, or said nothing)."""
+        if isinstance(self.error, dict):
+            return str(self.error.get("reason") or "")
+        return str(self.error or "")
+
     # ------------------------------------------------------------------ JSON
 
     @classmethod
@@ -114,9 +122,9 @@ class Record:
         known = {k: v for k, v in data.items() if k in names}
         known.setdefault("status", "failed")
         known.setdefault("seed", 0)
-        for key in ("coverage", "guard"):
-            if known.get(key) is None:
-                known.pop(key, None)
+        for f in dataclasses.fields(cls):  # a null where the class keeps an empty dict or list
+            if f.name in known and known[f.name] is None and f.default_factory is not dataclasses.MISSING:
+                known.pop(f.name)
         extra = {k: v for k, v in data.items() if k not in names and k != "schema_version"}
         return cls(**known, schema_version=version, extra=extra)
 
@@ -138,6 +146,36 @@ class Record:
         """This record with the sweep's cell identity (suite, scale, cell_id, params, seed,
         sweep_backend, worker_pid) set."""
         return dataclasses.replace(self, **identity)
+
+
+def as_records(items: Iterable[Any]) -> list[Record]:
+    """Records from what a report is handed: each a :class:`Record` or the JSON object of one
+    (a store line, ``run_config``'s answer). Anything else is a ``DataError`` naming its position."""
+    from benchmark.errors import DataError
+
+    out: list[Record] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Record):
+            out.append(item)
+            continue
+        if not isinstance(item, dict):
+            raise DataError(f"result record {i} is a {type(item).__name__}, expected an object")
+        try:
+            out.append(Record.from_dict(item))
+        except (TypeError, ValueError) as e:
+            raise DataError(f"result record {i}: {e}") from None
+    return out
+
+
+def latest_records(records: Iterable[Record], cell_ids: set[str] | None = None) -> list[Record]:
+    """The newest record of each cell (a retried cell keeps only its last result), in the
+    order the cells were first stored; records without a cell id (a plain ``run``) are left out."""
+    latest: dict[str, Record] = {}
+    for r in records:
+        if r.cell_id is None or (cell_ids is not None and r.cell_id not in cell_ids):
+            continue
+        latest[r.cell_id] = r
+    return list(latest.values())
 
 
 def failed_record(seed: int, reason: str, rnd: int = -1, timestamp: str = "") -> Record:

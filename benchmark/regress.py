@@ -39,6 +39,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from benchmark.record import Record, as_records
 from benchmark.errors import BenchmarkError, ConfigError, DataError, first_line
 from benchmark.stopping import as_interrupted
 
@@ -157,23 +158,23 @@ def cell_label(params: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={fmt(params[k])}" for k in sorted(params)) or "(single cell)"
 
 
-def summarize(records: Iterable[Mapping[str, Any]], metrics: Iterable[str]) -> dict[str, dict[str, Any]]:
+def summarize(records: Iterable[Record | Mapping[str, Any]], metrics: Iterable[str]) -> dict[str, dict[str, Any]]:
     """Per cell: params, provenance hashes, failures, and mean/std/n over the ok seeds per metric."""
     from benchmark.report.leaderboard import record_scalars
 
     wanted = list(metrics)
     cells: dict[str, dict[str, Any]] = {}
-    for rec in records:
-        label = cell_label(rec.get("params") or {})
-        cell = cells.setdefault(label, {"params": dict(rec.get("params") or {}), "values": {m: [] for m in wanted},
+    for rec in as_records(records):
+        label = cell_label(rec.params or {})
+        cell = cells.setdefault(label, {"params": dict(rec.params or {}), "values": {m: [] for m in wanted},
                                         "failed": [], "seeds": [], "protocol": set(), "artifact_recipe": set()})
-        cell["seeds"].append(rec.get("seed"))
-        prov = rec.get("provenance") or {}
+        cell["seeds"].append(rec.seed)
+        prov = rec.provenance or {}
         for key in ("protocol", "artifact_recipe"):
             if prov.get(key):
                 cell[key].add(str(prov[key]))
-        if rec.get("status") != "ok":
-            cell["failed"].append(f"seed {rec.get('seed')}: {(rec.get('error') or {}).get('reason', 'unknown error')}")
+        if not rec.ok:
+            cell["failed"].append(f"seed {rec.seed}: {rec.reason or 'unknown error'}")
             continue
         scalars = record_scalars(rec)
         for m in wanted:
@@ -386,7 +387,7 @@ def read_reference(path: Path) -> dict[str, Any]:
 
 
 def run_ci_suite(suite: Any, spec: RegressSpec, jobs: int, overrides: Mapping[str, Any],
-                 keep: str | Path | None, progress: bool) -> list[dict[str, Any]]:
+                 keep: str | Path | None, progress: bool) -> list[Record]:
     """Run every cell of the suite fresh (a temporary store unless ``keep`` names a directory)."""
     from benchmark.sweep import run_suite
 
@@ -464,12 +465,12 @@ def check_overrides(suite: Any, scale: str, overrides: Mapping[str, Any]) -> Non
 
 
 def _run_timed(suite: Any, spec: RegressSpec, jobs: int, parsed: Mapping[str, Any], overrides: Sequence[str],
-               keep: str | Path | None, progress: bool) -> list[dict[str, Any]]:
+               keep: str | Path | None, progress: bool) -> list[Record]:
     """Run one CI suite fresh and say on stderr how long it took (stdout opens with the verdict)."""
     start = time.perf_counter()
     records = run_ci_suite(suite, spec, jobs, parsed, keep, progress)
     shown = f" with {' '.join(overrides)}" if overrides else ""
-    cells = len({cell_label(r.get("params") or {}) for r in records})
+    cells = len({cell_label(r.params or {}) for r in records})
     print(f"regress {suite.name}[{spec.scale}]{shown}: {cells} cells x {len(suite.seeds)} seeds "
           f"in {time.perf_counter() - start:.0f}s, k={spec.k:g}", file=sys.stderr)
     return records

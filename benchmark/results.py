@@ -30,7 +30,7 @@ from benchmark import __version__
 from benchmark.config import RunConfig
 from benchmark.errors import BenchmarkError
 from benchmark.dotted import flatten
-from benchmark.record import SCHEMA_VERSION
+from benchmark.record import SCHEMA_VERSION, Record
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GIT_STATE_ENV = "FEDMM_GIT_STATE"
@@ -157,7 +157,7 @@ def protocol_hash(cfg: RunConfig) -> str:
     return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def stale_reasons(record: dict[str, Any], cfg: RunConfig) -> list[str]:
+def stale_reasons(record: Record, cfg: RunConfig) -> list[str]:
     """Why ``record`` does not measure ``cfg`` today ([] when it does).
 
     A record is stale when its protocol hash differs (a task's ``protocol_version`` rose, or a
@@ -169,14 +169,14 @@ def stale_reasons(record: dict[str, Any], cfg: RunConfig) -> list[str]:
     (``Algorithm.revision``), which the record keeps.
     """
     reasons = []
-    prov = record.get("provenance") or {}
+    prov = record.provenance or {}
     stored = prov.get("protocol")
     if stored is not None and stored != protocol_hash(cfg):
         reasons.append("protocol")
     revision = algorithm_revision(cfg.algorithm.name)
     if int(prov.get("algorithm_revision", 1)) != revision:
         reasons.append(f"algorithm revision: {prov.get('algorithm_revision', 1)} -> {revision}")
-    old, new = flatten(record.get("config") or {}), flatten(cfg.to_dict())
+    old, new = flatten(record.config or {}), flatten(cfg.to_dict())
     for key in sorted(old.keys() & new.keys()):
         if old[key] != new[key] and not execution_only(key, new[key]) and not execution_only(key, old[key]):
             reasons.append(f"{key}: {old[key]!r} -> {new[key]!r}")
@@ -349,9 +349,10 @@ def parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     return (None, problem) if problem else (obj, "")
 
 
-def _non_finite_metric(record: dict[str, Any]) -> str | None:
-    """The first metric whose value is NaN or infinite (None when all are finite or null)."""
-    metrics = record.get("metrics")
+def _non_finite_metric(obj: dict[str, Any]) -> str | None:
+    """The first metric of a record's JSON object whose value is NaN or infinite (None when all
+    are finite or null)."""
+    metrics = obj.get("metrics")
     if not isinstance(metrics, dict):
         return None
     return next((str(k) for k, v in metrics.items() if not _finite_or_absent(v)), None)
@@ -367,13 +368,14 @@ def _finite_or_absent(value: Any) -> bool:
         return True  # not a number at all: the schema check refuses it
 
 
-def failed_on_non_finite(record: dict[str, Any]) -> dict[str, Any]:
+def failed_on_non_finite(obj: dict[str, Any]) -> dict[str, Any]:
     """An ok record with a NaN/inf metric is stored as failed: a non-finite number is no
-    score, and a table must never rank it (the metric itself is stored as null)."""
-    name = _non_finite_metric(record)
-    if name is None or record.get("status") != "ok":
-        return record
-    return {**record, "status": "failed", "error": {"round": -1, "reason": f"non-finite metric {name}"}}
+    score, and a table must never rank it (the metric itself is stored as null). Works on the
+    JSON object a writer is about to store, before it is a line or a :class:`Record`."""
+    name = _non_finite_metric(obj)
+    if name is None or obj.get("status") != "ok":
+        return obj
+    return {**obj, "status": "failed", "error": {"round": -1, "reason": f"non-finite metric {name}"}}
 
 
 def encode_record(record: dict[str, Any]) -> bytes:
@@ -431,8 +433,8 @@ class ResultStore:
         except OSError as e:
             raise StoreError(f"results store {self.path} is not writable: {e.strerror or e}") from None
 
-    def read(self) -> list[dict[str, Any]]:
-        """All valid records; any other line (truncated, not UTF-8, not JSON, non-finite
+    def read(self) -> list[Record]:
+        """All valid records, typed; any other line (truncated, not UTF-8, not JSON, non-finite
         numbers, wrong shape) is skipped with one warning line naming the file and line."""
         try:
             data = self.path.read_bytes()
@@ -448,12 +450,12 @@ class ResultStore:
             if record is None:
                 print(f"warning: {self.path}:{lineno}: skipping a corrupt record line ({why})", file=sys.stderr)
             else:
-                out.append(record)
+                out.append(Record.from_dict(record))
         return out
 
     def done_cells(self) -> set[str]:
         """cell ids with a finished record (ok or failed)."""
-        return {r["cell_id"] for r in self.read() if "cell_id" in r}
+        return {r.cell_id for r in self.read() if r.cell_id is not None}
 
 
 def _write_whole(fd: int, line: bytes, size: int, path: Path) -> None:

@@ -294,23 +294,23 @@ def smoke_config(sub: Submission) -> Any:
         raise SubmissionRejected(f"{sub.path.name}: smoke config invalid: {_one_line(str(e))}") from None
 
 
-def smoke_test(sub: Submission) -> dict[str, Any]:
+def smoke_test(sub: Submission) -> Record:
     """Run the smoke cell in this process; any failure is a SubmissionRejected with its reason."""
     from benchmark.engine import Engine
 
     cfg = smoke_config(sub)
     try:
         with checked_hooks(sub):
-            record = Engine(cfg).run(resume=False)
+            record = Record.from_dict(Engine(cfg).run(resume=False))
     except HookContractError:
         raise
     except BenchmarkError as e:
         raise SubmissionRejected(f"{sub.path.name}: smoke cell failed: {_one_line(str(e))}") from None
     except (Exception, SystemExit) as e:  # noqa: BLE001 - a hook that raises is the method's fault; say where
         raise SubmissionRejected(f"{sub.path.name}: smoke cell failed: {_user_error(e, sub.path)}") from None
-    if record.get("status") != "ok":
-        err = record.get("error") or {}
-        reason = _one_line(str(err.get("reason", "unknown error")))
+    if not record.ok:
+        err = record.error if isinstance(record.error, dict) else {}
+        reason = _one_line(record.reason or "unknown error")
         if reason.startswith("ledger audit: "):
             raise SubmissionRejected(f"{sub.path.name}: rejected by the ledger audit: {reason[len('ledger audit: '):]}")
         raise SubmissionRejected(f"{sub.path.name}: smoke cell failed at round {err.get('round')}: {reason}")
@@ -369,7 +369,7 @@ HOOK_RETURNS = {
 FLOWER_TOLERANCE = 1e-6
 
 
-def flower_gate(sub: Submission, smoke: dict[str, Any]) -> dict[str, Any]:
+def flower_gate(sub: Submission, smoke: Record) -> Record:
     """Run the smoke cell under the Flower simulation; reject when it fails or disagrees with
     the in-process record (metrics to 1e-6, ledger bytes exactly)."""
     from benchmark.backends import run_backend
@@ -378,7 +378,8 @@ def flower_gate(sub: Submission, smoke: dict[str, Any]) -> dict[str, Any]:
         return smoke  # an upper bound that pools the data has no federated form to check
     cfg = smoke_config(sub)
     try:
-        record = run_backend("flower")(cfg, prepare=functools.partial(_ensure_registered, str(sub.path), sub.name))
+        record = Record.from_dict(run_backend("flower")(cfg, prepare=functools.partial(_ensure_registered,
+                                                                                       str(sub.path), sub.name)))
     except BenchmarkError as e:
         if "pip install" in str(e):
             raise
@@ -386,11 +387,10 @@ def flower_gate(sub: Submission, smoke: dict[str, Any]) -> dict[str, Any]:
     except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever a ClientApp raised
         raise SubmissionRejected(f"{sub.path.name}: fails under the Flower simulation: "
                                  f"{_user_error(e, sub.path)}") from None
-    if record.get("status") != smoke.get("status"):
-        raise SubmissionRejected(f"{sub.path.name}: status {record.get('status')} under the Flower simulation "
-                                 f"({_one_line(str((record.get('error') or {}).get('reason', '')))}), "
-                                 f"{smoke.get('status')} in process")
-    mine, theirs = smoke.get("metrics") or {}, record.get("metrics") or {}
+    if record.status != smoke.status:
+        raise SubmissionRejected(f"{sub.path.name}: status {record.status} under the Flower simulation "
+                                 f"({_one_line(record.reason)}), {smoke.status} in process")
+    mine, theirs = smoke.metrics, record.metrics
     off = sorted(k for k in set(mine) | set(theirs)
                  if k not in mine or k not in theirs or abs(mine[k] - theirs[k]) > FLOWER_TOLERANCE)
     if off:
@@ -399,9 +399,9 @@ def flower_gate(sub: Submission, smoke: dict[str, Any]) -> dict[str, Any]:
                                  f"but {theirs.get(k)} under the Flower simulation (keep every client's memory in "
                                  f"its `state` dict, never on self)")
     for key in ("bytes_up", "bytes_down"):
-        if smoke["comm"][key] != record["comm"][key]:
-            raise SubmissionRejected(f"{sub.path.name}: sends {record['comm'][key]} {key} under the Flower simulation "
-                                     f"but {smoke['comm'][key]} in process")
+        if smoke.comm[key] != record.comm[key]:
+            raise SubmissionRejected(f"{sub.path.name}: sends {record.comm[key]} {key} under the Flower simulation "
+                                     f"but {smoke.comm[key]} in process")
     return record
 
 
@@ -413,7 +413,7 @@ def _ensure_registered(path: str, name: str) -> None:
 
 
 def run_submitted_cell(path: str, name: str, info: dict[str, str], cell: Any, results_path: str,
-                       threads: int = 1) -> dict[str, Any]:
+                       threads: int = 1) -> Record:
     """Run one suite cell of the submission and append its record (ok or failed).
 
     Mirrors ``sweep.run_cell`` but loads the submission first (worker processes do not have
@@ -435,10 +435,10 @@ def run_submitted_cell(path: str, name: str, info: dict[str, str], cell: Any, re
         tb = traceback.extract_tb(e.__traceback__)
         where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
         record = failed_record(cell.seed, f"{type(e).__name__}: {e}{where}", -1, now_iso()).to_dict()
-    record = Record.from_dict(record).stamped(suite=cell.suite, scale=cell.scale, cell_id=cell.cell_id,
-                                              params=cell.params, seed=cell.seed, submission=dict(info)).to_dict()
-    ResultStore(results_path).append(record)
-    return record
+    stamped = Record.from_dict(record).stamped(suite=cell.suite, scale=cell.scale, cell_id=cell.cell_id,
+                                               params=cell.params, seed=cell.seed, submission=dict(info))
+    ResultStore(results_path).append(stamped.to_dict())
+    return stamped
 
 
 def submission_cells(sub: Submission, suite: Any, scale: str | None) -> list[Any]:
@@ -465,7 +465,7 @@ def submission_cells(sub: Submission, suite: Any, scale: str | None) -> list[Any
 
 
 def run_submission_suite(sub: Submission, suite_name: str, scale: str | None, jobs: int,
-                         results_dir: str | Path, progress: bool = True) -> tuple[list[dict[str, Any]], str, str]:
+                         results_dir: str | Path, progress: bool = True) -> tuple[list[Record], str, str]:
     """Run every cell of one suite for the submission; returns (records, suite name, scale)."""
     from joblib import Parallel, delayed
     from tqdm.auto import tqdm
@@ -525,7 +525,7 @@ def submit(path: str | Path, suites: list[str] | None = None, scale: str | None 
         smoke = _gates(sub, flower)
         _print_accepted(sub, smoke, flower)
         progress_note.start_suites(sub, suites or [], scale)
-        records: list[dict[str, Any]] = []
+        records: list[Record] = []
         for name in suites or []:
             recs, suite_name, sc = run_submission_suite(sub, name, scale, jobs, results_dir, progress)
             _print_suite(suite_name, sc, recs)
@@ -543,7 +543,7 @@ def submit(path: str | Path, suites: list[str] | None = None, scale: str | None 
     return sub, records
 
 
-def _gates(sub: Submission, flower: bool) -> dict[str, Any]:
+def _gates(sub: Submission, flower: bool) -> Record:
     """Contract, smoke cell, Flower gate; a rejection withdraws the method. Returns the smoke record."""
     try:
         check_contract(sub)
@@ -556,19 +556,19 @@ def _gates(sub: Submission, flower: bool) -> dict[str, Any]:
     return smoke
 
 
-def _print_accepted(sub: Submission, smoke: dict[str, Any], flower: bool) -> None:
-    m = smoke.get("metrics") or {}
+def _print_accepted(sub: Submission, smoke: Record, flower: bool) -> None:
+    m = smoke.metrics
     shown = ", ".join(f"{k} {v:.3f}" for k, v in m.items() if k.startswith("test/") and isinstance(v, float))
     print(f"accepted: algorithm '{sub.name}' from {sub.path.name} (sha256 {sub.sha256[:12]}); "
-          f"smoke cell ok ({smoke.get('rounds_run')} rounds{', ' + shown if shown else ''})"
+          f"smoke cell ok ({smoke.rounds_run} rounds{', ' + shown if shown else ''})"
           f"{'; same under the Flower simulation' if flower else ''}")
 
 
-def _print_suite(suite_name: str, scale: str, recs: list[dict[str, Any]]) -> None:
-    failed = [r for r in recs if r.get("status") != "ok"]
+def _print_suite(suite_name: str, scale: str, recs: list[Record]) -> None:
+    failed = [r for r in recs if not r.ok]
     print(f"{suite_name}[{scale}]: {len(recs)} cells run, {len(failed)} failed")
     for r in failed[:10]:
-        print(f"  failed {r.get('params')} seed {r.get('seed')}: {(r.get('error') or {}).get('reason')}")
+        print(f"  failed {r.params} seed {r.seed}: {r.reason}")
 
 
 @dataclass
@@ -595,7 +595,7 @@ class SubmitProgress:
         from benchmark.results import ResultStore
 
         return sum(1 for store in self.stores if store.exists() for r in ResultStore(store).read()
-                   if (r.get("submission") or {}).get("sha256") == self.sha256)
+                   if (r.submission or {}).get("sha256") == self.sha256)
 
     def message(self) -> str:
         name = Path(self.file).name
@@ -613,7 +613,7 @@ def cmd_submit(a: argparse.Namespace) -> int:
     """`submit`: exit 0 when accepted and every suite cell succeeded, 1 when a cell failed."""
     _, records = submit(a.file, a.suites, a.scale, a.jobs, a.results, a.out, leaderboard=a.leaderboard,
                         flower=a.flower)
-    return 0 if all(r.get("status") == "ok" for r in records) else 1
+    return 0 if all(r.ok for r in records) else 1
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -63,7 +63,7 @@ from benchmark.config import (NAME_HELP, NAME_PATTERN, build_run_config, check_o
                               load_yaml)
 from benchmark.errors import ConfigError, closest
 from benchmark.results import GIT_STATE_ENV, ResultStore, git_state, now_iso, stale_reasons
-from benchmark.record import Record, failed_record
+from benchmark.record import Record, failed_record, latest_records
 from benchmark.safe_yaml import clip, short_repr
 from benchmark.stopping import as_interrupted, stop_on_signals
 from benchmark.threads import threads_per_job
@@ -509,9 +509,9 @@ def run_claimed_cell(cell: Cell, results_path: str, threads: int, seen: int) -> 
     if claim is None:
         return {"status": HELD, "cell_id": cell.cell_id}
     try:
-        mine = [r for r in ResultStore(results_path).read() if r.get("cell_id") == cell.cell_id]
+        mine = [r for r in ResultStore(results_path).read() if r.cell_id == cell.cell_id]
         if len(mine) > seen:
-            return mine[-1]
+            return mine[-1].to_dict()
         start = time.perf_counter()
         record = run_cell(cell, results_path, threads)  # stored by now; the key below is not
         return {**record, CELL_SECONDS: time.perf_counter() - start}
@@ -593,7 +593,7 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     if pinned is None:  # workers record the code state the sweep started with (see git_state)
         sha, dirty = git_state()
         os.environ[GIT_STATE_ENV] = f"{sha}:{int(dirty)}"
-    seen = {c.cell_id: sum(r.get("cell_id") == c.cell_id for r in existing) for c in todo}
+    seen = {c.cell_id: sum(r.cell_id == c.cell_id for r in existing) for c in todo}
     try:
         with stop_on_signals():
             _run_until_recorded(runner, todo, str(store.path), threads, jobs, isolate, bar, seen,
@@ -613,7 +613,7 @@ def _stop_message(store: ResultStore, todo: list[Cell], seen: dict[str, int], wh
     gone), the cells still missing, and that a re-run resumes."""
     counts: dict[str, int] = {}
     for r in store.read():
-        cid = r.get("cell_id")
+        cid = r.cell_id
         if cid in seen:
             counts[cid] = counts.get(cid, 0) + 1
     saved = sum(counts.get(c.cell_id, 0) > seen[c.cell_id] for c in todo)
@@ -652,12 +652,13 @@ def _run_until_recorded(runner: Any, todo: list[Cell], store_path: str, threads:
             time.sleep(CLAIM_POLL_S)
 
 
-def tick(bar: Any, walls: list[float], jobs: int, rec: dict[str, Any]) -> None:
-    """One finished cell on the progress bar, with the ETA from finished cells' wall times."""
-    if isinstance(rec.get(CELL_SECONDS), float):
-        walls.append(rec[CELL_SECONDS])
+def tick(bar: Any, walls: list[float], jobs: int, msg: dict[str, Any]) -> None:
+    """One finished cell on the progress bar, with the ETA from finished cells' wall times.
+    ``msg`` is a worker's answer: the cell's record as JSON and its seconds (``CELL_SECONDS``)."""
+    if isinstance(msg.get(CELL_SECONDS), float):
+        walls.append(msg[CELL_SECONDS])
     bar.update(1)
-    bar.set_postfix_str(f"{rec.get('status')}{_eta(walls, bar.total - bar.n, jobs)}")
+    bar.set_postfix_str(f"{msg.get('status')}{_eta(walls, bar.total - bar.n, jobs)}")
 
 
 def cell_resources(suite: Suite) -> dict[str, float]:
@@ -693,11 +694,11 @@ def _run_cells(todo: list[Cell], store_path: str, threads: int, jobs: int, isola
     """
     held: set[str] = set()
 
-    def done(rec: dict[str, Any]) -> None:
-        if rec.get("status") == HELD:
-            held.add(str(rec["cell_id"]))
+    def done(msg: dict[str, Any]) -> None:  # a worker's answer: a record's JSON, or that the cell is held
+        if msg.get("status") == HELD:
+            held.add(str(msg["cell_id"]))
             return
-        tick(bar, walls, jobs, rec)
+        tick(bar, walls, jobs, msg)
 
     if isolate:
         ctx = multiprocessing.get_context("spawn")
@@ -750,16 +751,16 @@ def closing_parallel(gen: Any) -> Iterator[None]:
             gen.close()
 
 
-def done_cells(cells: list[Cell], records: list[dict[str, Any]], retry_failed: bool = False,
+def done_cells(cells: list[Cell], records: list[Record], retry_failed: bool = False,
                keep_stale: bool = False) -> set[str]:
     """Ids of the cells a sweep skips: the latest record is ok (or failed, unless
     ``retry_failed``) and measures the cell's config as it is now (unless ``keep_stale``)."""
-    latest = {r["cell_id"]: r for r in latest_records(records, {c.cell_id for c in cells})}
+    latest = {r.cell_id: r for r in latest_records(records, {c.cell_id for c in cells})}
     done: set[str] = set()
     stale: dict[str, int] = {}
     for c in cells:
         rec = latest.get(c.cell_id)
-        if rec is None or (retry_failed and rec.get("status") != "ok"):
+        if rec is None or (retry_failed and not rec.ok):
             continue
         reasons = [] if keep_stale else stale_reasons(rec, build_run_config(c.config))
         if reasons:
@@ -769,7 +770,7 @@ def done_cells(cells: list[Cell], records: list[dict[str, Any]], retry_failed: b
     if stale:
         log.warning("%d stored cells are stale and run again (%s); --keep-stale keeps them",
                     sum(stale.values()), "; ".join(f"{n} x {why}" for why, n in sorted(stale.items())))
-    failed = sum(1 for cid in done if latest[cid].get("status") != "ok")
+    failed = sum(1 for cid in done if not latest[cid].ok)
     if failed:
         log.warning("%d stored cells failed and are not run again; --retry-failed runs them", failed)
     return done
@@ -811,12 +812,3 @@ def _no_match(cells: list[Cell], only: dict[str, Any]) -> str:
     return f"--only {both}: each matches some cell, but no cell has all of them"
 
 
-def latest_records(records: list[dict[str, Any]], cell_ids: set[str] | None = None) -> list[dict[str, Any]]:
-    """The newest record of each cell (a retried cell keeps only its last result)."""
-    latest: dict[str, dict[str, Any]] = {}
-    for r in records:
-        cid = r.get("cell_id")
-        if cid is None or (cell_ids is not None and cid not in cell_ids):
-            continue
-        latest[cid] = r
-    return list(latest.values())

@@ -88,7 +88,7 @@ def sweep(suite: str, scale: str = "tiny", *, results: str | Path = "results", j
     from benchmark.sweep import load_suite, run_suite
 
     records, _ = run_suite(load_suite(suite), scale, jobs=jobs, results_dir=results, progress=progress, only=only)
-    return [Record.from_dict(r) for r in records]
+    return records
 
 
 def load_results(suite: str, scale: str = "small", results: str | Path = "results"):  # -> pandas.DataFrame
@@ -98,7 +98,8 @@ def load_results(suite: str, scale: str = "small", results: str | Path = "result
     from benchmark.errors import DataError
     from benchmark.report.records import records_frame
     from benchmark.results import ResultStore
-    from benchmark.sweep import latest_records, load_suite
+    from benchmark.record import latest_records
+    from benchmark.sweep import load_suite
 
     path = load_suite(suite).results_path(results, scale)
     records = ResultStore(path).read() if Path(path).is_file() else []

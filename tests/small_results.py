@@ -35,7 +35,7 @@ def load_small(name: str, only: dict[str, Any] | None = None) -> tuple[Any, list
     cells = [c for c in select_cells(suite.cells("small"), only or {}) if applicable(c)]
     if name in PENDING:
         records = [r for r in latest_records(ResultStore(store).read())
-                   if all(r["params"].get(k) == v for k, v in (only or {}).items())]
+                   if all(r.params.get(k) == v for k, v in (only or {}).items())]
     else:
         records = latest_records(ResultStore(store).read(), {c.cell_id for c in cells})
     return suite, records, len(cells)
@@ -47,25 +47,25 @@ def assert_complete_and_tables_generated(name: str, tmp_path: Path, only: dict[s
     tables are generated from them, and (``clean``) no record was made by uncommitted code."""
     suite, records, n_cells = load_small(name, only)
     configs = {c.cell_id: c.config for c in select_cells(suite.cells("small"), only or {})}
-    stale = {r["cell_id"]: why for r in records if r["cell_id"] in configs
-             and (why := stale_reasons(r, build_run_config(configs[r["cell_id"]])))}
+    stale = {r.cell_id: why for r in records if r.cell_id in configs
+             and (why := stale_reasons(r, build_run_config(configs[r.cell_id])))}
     if name in PENDING:
         # made before the change results/pending_rerun.json names: some record is stale or a
         # cell has none (else take the store off the list); its committed tables were generated
         # from these records under the suite of their day, and are regenerated with the re-run
-        current = [r for r in records if r["cell_id"] in configs and r["cell_id"] not in stale]
+        current = [r for r in records if r.cell_id in configs and r.cell_id not in stale]
         assert len(current) < n_cells, f"{name} is current: remove it from results/pending_rerun.json"
-        assert all(r["status"] == "ok" for r in records)
+        assert all(r.status == "ok" for r in records)
         return
     else:
         assert len(records) == n_cells
         # every kept record measures its cell's config as the suite states it now (what a sweep
         # would skip): a protocol or base change since the run fails here until it is re-run
         assert not stale, f"{len(stale)} stale records, e.g. {next(iter(stale.values()))}"
-    assert all(r["status"] == "ok" for r in records)
-    assert {r["seed"] for r in records} == set(range(seeds))
+    assert all(r.status == "ok" for r in records)
+    assert {r.seed for r in records} == set(range(seeds))
     if clean:
-        assert not any(r["provenance"]["git_dirty"] for r in records), "a record was made by uncommitted code"
+        assert not any(r.provenance["git_dirty"] for r in records), "a record was made by uncommitted code"
     for stem, _ in write_suite_tables(suite, records, "small", str(tmp_path)):
         assert (ROOT / "tables" / f"{stem}.md").read_text() == (tmp_path / f"{stem}.md").read_text(), stem
 
@@ -74,5 +74,5 @@ def mean_metric(records: list[dict], metric: str, *keys: str) -> dict[tuple, flo
     """Mean over seeds of ``test/<metric>`` per combination of the given params."""
     out: dict[tuple, list[float]] = defaultdict(list)
     for r in records:
-        out[tuple(r["params"].get(k) for k in keys)].append(r["metrics"][f"test/{metric}"])
+        out[tuple(r.params.get(k) for k in keys)].append(r.metrics[f"test/{metric}"])
     return {k: mean(v) for k, v in out.items()}

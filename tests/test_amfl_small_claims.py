@@ -81,10 +81,10 @@ def test_table3_base_row_is_table2s_fedmbridge_cell_for_cell():
     """The same config in two suites gives the same numbers, seed by seed (one thread each)."""
     _, t2, _ = load_small("fedmbridge_table2")
     _, t3, _ = load_small("fedmbridge_table3")
-    a = {r["seed"]: r["metrics"] for r in t2 if r["params"]["algorithm.name"] == "fedmbridge"}
-    b = {r["seed"]: r["metrics"] for r in t3 if r["params"]["algorithm.gnn_layers"] == 4
-         and r["params"]["algorithm.combine"] == "concat" and r["params"]["train.client_fraction"] == 0.25
-         and r["params"]["algorithm.kd_beta"] == 0.0}
+    a = {r.seed: r.metrics for r in t2 if r.params["algorithm.name"] == "fedmbridge"}
+    b = {r.seed: r.metrics for r in t3 if r.params["algorithm.gnn_layers"] == 4
+         and r.params["algorithm.combine"] == "concat" and r.params["train.client_fraction"] == 0.25
+         and r.params["algorithm.kd_beta"] == 0.0}
     assert a == b and len(a) == 5
 
 
@@ -137,8 +137,8 @@ def test_budget_fedmbridge_is_second_at_240_rounds():
 def test_budget_60_round_cells_are_table2s_seed_by_seed():
     _, t2, _ = load_small("fedmbridge_table2")
     _, budget, _ = load_small("fedmbridge_budget")
-    a = {(r["params"]["algorithm.name"], r["seed"]): r["metrics"] for r in t2}
-    b = {(r["params"]["algorithm.name"], r["seed"]): r["metrics"] for r in budget if r["params"]["train.rounds"] == 60}
+    a = {(r.params["algorithm.name"], r.seed): r.metrics for r in t2}
+    b = {(r.params["algorithm.name"], r.seed): r.metrics for r in budget if r.params["train.rounds"] == 60}
     assert len(b) == 35 and all(a[k] == v for k, v in b.items())
 
 
@@ -148,11 +148,11 @@ def cost() -> dict[str, dict[str, float]]:
     _, records, _ = load_small("fedmbridge_cost")
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        row = out[r["params"]["algorithm.name"]]
+        row = out[r.params["algorithm.name"]]
         for k in ("cot_s", "download_s", "upload_s", "server_s"):
-            row[k].append(r["cost"][k])
-        row["memory_mb"].append(r["server_memory_mb"])
-        row["bytes"].append(r["bytes_per_round"])
+            row[k].append(r.cost[k])
+        row["memory_mb"].append(r.server_memory_mb)
+        row["bytes"].append(r.bytes_per_round)
     return {a: {k: mean(v) for k, v in row.items()} for a, row in out.items()}
 
 
@@ -198,6 +198,6 @@ def test_findings_page_states_the_stores_numbers(table2):
         found = re.search(pattern, text)
         assert found and abs(float(found.group(1)) - table2[alg]) <= 0.0005 + 1e-9, alg
     _, budget, _ = load_small("fedmbridge_budget")
-    best = [r["best_round"] for r in budget if r["params"]["algorithm.name"] == "fedmbridge"
-            and r["params"]["train.rounds"] == 240]
+    best = [r.best_round for r in budget if r.params["algorithm.name"] == "fedmbridge"
+            and r.params["train.rounds"] == 240]
     assert "best rounds 175-239 of 240" in text and (min(best), max(best)) == (175, 239)

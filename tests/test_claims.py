@@ -111,7 +111,7 @@ def test_two_concurrent_sweeps_record_each_cell_once(tmp_path):
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
     store = results / "claims_test" / "tiny.jsonl"
-    counts = collections.Counter(r["cell_id"] for r in ResultStore(store).read())
+    counts = collections.Counter(r.cell_id for r in ResultStore(store).read())
     assert len(counts) == 4 and set(counts.values()) == {1}, counts
     assert _claim_files(store) == []
 
@@ -132,7 +132,7 @@ def test_killed_sweeps_claims_do_not_block_the_next(tmp_path):
     assert left and json.loads(left[0].read_text())["pid"] == proc.pid  # the dead sweep's claim is still there
     out = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    counts = collections.Counter(r["cell_id"] for r in ResultStore(store).read())
+    counts = collections.Counter(r.cell_id for r in ResultStore(store).read())
     assert len(counts) == 4 and set(counts.values()) == {1}
     assert _claim_files(store) == []
 
@@ -152,9 +152,9 @@ def test_a_cell_held_by_a_live_sweep_is_waited_for_then_run(tmp_path, monkeypatc
     while len(ResultStore(store).read()) < 3 and time.time() < deadline:
         time.sleep(0.05)
     time.sleep(0.3)
-    assert worker.is_alive() and cells[0].cell_id not in {r["cell_id"] for r in ResultStore(store).read()}
+    assert worker.is_alive() and cells[0].cell_id not in {r.cell_id for r in ResultStore(store).read()}
     held.release()  # the other sweep gave up without a record: this one runs the cell
     worker.join(timeout=120)
     records, ran = out["r"]
     assert ran == 4 and len(records) == 4
-    assert collections.Counter(r["cell_id"] for r in ResultStore(store).read())[cells[0].cell_id] == 1
+    assert collections.Counter(r.cell_id for r in ResultStore(store).read())[cells[0].cell_id] == 1

@@ -13,6 +13,7 @@ import pytest
 
 from benchmark import registry as R
 from benchmark.cli import main
+from benchmark.record import Record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -152,8 +153,8 @@ def test_submit_interrupted_during_a_suite_counts_its_recorded_cells(
     from benchmark.results import ResultStore
     from benchmark.sweep import load_suite
 
-    def smoke(sub: submit.Submission) -> dict:
-        return {"status": "ok", "metrics": {}, "rounds_run": 0}
+    def smoke(sub: submit.Submission) -> Record:
+        return Record(status="ok", seed=0)
 
     def one_cell_then_stop(sub: submit.Submission, name: str, scale: str | None, jobs: int, results_dir: str,
                            progress: bool = True) -> None:

@@ -22,6 +22,7 @@ import pytest
 import benchmark.report.plots as plots
 import benchmark.report.robustness_figure as robustness_figure
 from benchmark.errors import DataError
+from benchmark.record import as_records
 from benchmark.report.leaderboard import build_leaderboard, group_rows
 from benchmark.report.records import aggregate, comparable_groups, records_frame, select_records
 from benchmark.report.tables import make_table
@@ -115,7 +116,7 @@ def test_leaderboard_never_averages_two_runs(field: str, newer_first: bool, tmp_
     (section,) = build_leaderboard(tmp_path / "results", tmp_path / "tables", plots=False).sections
     assert len(section.rows) == 2 * len(ALGS) * len(RATES)
     for row in section.rows:
-        runs = {((r["provenance"]["artifact_recipe"]), r["provenance"]["protocol"]) for r in row.records}
+        runs = {((r.provenance["artifact_recipe"]), r.provenance["protocol"]) for r in row.records}
         assert len(runs) == 1, runs
         stat = row.stats["test/accuracy"]
         assert (stat.mean, stat.n) == (pytest.approx(NEW_MEAN if row.current else OLD_MEAN), 2)
@@ -154,8 +155,8 @@ def _messy_store() -> list[dict[str, Any]]:
     return recs
 
 
-def _tags(records: list[dict[str, Any]]) -> set[str]:
-    return {r["provenance"]["config_hash"] for r in records}
+def _tags(records: list[Any]) -> set[str]:
+    return {r.provenance["config_hash"] for r in as_records(records)}
 
 
 def test_leaderboard_rows_are_the_groups_tables_pick_from() -> None:

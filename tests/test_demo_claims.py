@@ -31,8 +31,8 @@ def demo():
     records = latest_records(ResultStore(STORE).read(), {c.cell_id for c in cells})
     acc: dict[tuple[str, float], list[float]] = defaultdict(list)
     for r in records:
-        assert r["status"] == "ok", r.get("error")
-        acc[(r["params"]["algorithm.name"], r["params"]["missing.rate"])].append(r["metrics"]["test/accuracy"])
+        assert r.status == "ok", r.error
+        acc[(r.params["algorithm.name"], r.params["missing.rate"])].append(r.metrics["test/accuracy"])
     return suite, records, {k: mean(v) for k, v in acc.items()}, len(cells)
 
 

@@ -23,7 +23,7 @@ def test_the_smoke_suites_exist_and_everything_else_is_listed():
 @pytest.mark.parametrize("name", SUITES)
 def test_suite_has_a_complete_small_store_without_failed_cells(name):
     suite, records, n_cells = load_small(name)
-    failed = [r["cell_id"] for r in records if r["status"] != "ok"]
+    failed = [r.cell_id for r in records if r.status != "ok"]
     if name in PENDING:  # being re-run after a protocol or suite change (results/pending_rerun.json)
         assert records, f"{name}: a pending store keeps its old records until the re-run replaces them"
     else:

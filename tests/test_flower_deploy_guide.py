@@ -81,17 +81,17 @@ def test_deploy_guide_runs_as_written(tmp_path):
     records = ResultStore(tmp_path / "out" / "deployed.jsonl").read()
     assert len(records) == 1
     rec = records[0]
-    assert rec["status"] == "ok" and rec["backend"] == "flower-deployment" and rec["rounds_run"] == 3
-    assert rec["config"]["algorithm"]["name"] == "fedprox" and rec["comm"]["bytes_up"] > 0
+    assert rec.status == "ok" and rec.backend == "flower-deployment" and rec.rounds_run == 3
+    assert rec.config["algorithm"]["name"] == "fedprox" and rec.comm["bytes_up"] > 0
     local = Engine(load_config(str(ROOT / "deploy/flower/run.yaml"), [])).run()  # the same cell in process
-    assert local["status"] == "ok" and rec["metrics"].keys() == local["metrics"].keys()
+    assert local["status"] == "ok" and rec.metrics.keys() == local["metrics"].keys()
     for k, v in local["metrics"].items():
-        assert rec["metrics"][k] == pytest.approx(v, abs=1e-6), k
-    assert rec["comm"]["bytes_up"] == local["comm"]["bytes_up"] and rec["comm"]["bytes_down"] == local["comm"]["bytes_down"]
+        assert rec.metrics[k] == pytest.approx(v, abs=1e-6), k
+    assert rec.comm["bytes_up"] == local["comm"]["bytes_up"] and rec.comm["bytes_down"] == local["comm"]["bytes_down"]
     assert "failing-cell-exit=1" in out, out[-4000:]
     assert "run_cell: the run failed: BenchmarkError: algorithm 'centralized' is a centralized" in out
     failed = ResultStore(tmp_path / "out" / "failed.jsonl").read()
-    assert [r["status"] for r in failed] == ["failed"] and failed[0]["backend"] == "flower-deployment"
+    assert [r.status for r in failed] == ["failed"] and failed[0].backend == "flower-deployment"
 
 
 def test_run_cell_fails_fast_on_bad_input(tmp_path):

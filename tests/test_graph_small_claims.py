@@ -9,6 +9,8 @@ offline stand-ins, whichever way they came out; a re-run that changes one fails 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from small_results import assert_complete_and_tables_generated, load_small, mean_metric
 
@@ -27,10 +29,10 @@ def table1() -> dict[tuple, float]:
     cells, 'shuffle' for the shuffled-content control of the retrieval columns."""
     _, records, _ = load_small("fedmpo_table1")
     for r in records:
-        r["params"].setdefault("missing.content", "keep")
+        r.params.setdefault("missing.content", "keep")
     out = {}
     for metric in ("accuracy", "auc", "recall@5"):
-        rows = [r for r in records if f"test/{metric}" in r["metrics"]]
+        rows = [r for r in records if f"test/{metric}" in r.metrics]
         out.update({(metric, *k): v for k, v in
                     mean_metric(rows, metric, "setting", "missing.content", "algorithm.name").items()})
     return out
@@ -120,7 +122,7 @@ def test_table2_fedmpo_first_or_tied_among_global_models_everywhere(table2):
 def _with_content(records: list[dict]) -> list[dict]:
     """Records with ``missing.content`` in their params ('keep' unless the cell is a control)."""
     for r in records:
-        r["params"].setdefault("missing.content", "keep")
+        r.params.setdefault("missing.content", "keep")
     return records
 
 
@@ -166,7 +168,7 @@ def table6() -> dict[tuple, float]:
     _, records, _ = load_small("fedmgs_table6")
     out = {}
     for setting, metric in (("movies", "accuracy"), ("dy", "auc"), ("ku", "auc"), ("toys", "recall@5")):
-        rows = [r for r in _with_content(records) if r["params"]["setting"] == setting]
+        rows = [r for r in _with_content(records) if r.params["setting"] == setting]
         out.update({(setting, *k): v for k, v in
                     mean_metric(rows, metric, "missing.rate", "missing.content", "algorithm.name").items()})
     return out
@@ -196,7 +198,7 @@ def fedmgs_table2() -> dict[tuple, float]:
     out = {}
     for setting, metric in (("movies", "accuracy"), ("grocery", "accuracy"), ("toys", "recall@5"),
                             ("flickr30k", "recall@5")):
-        rows = [r for r in _with_content(records) if r["params"]["setting"] == setting]
+        rows = [r for r in _with_content(records) if r.params["setting"] == setting]
         out.update({(setting, *k): v for k, v in
                     mean_metric(rows, metric, "partition.num_clients", "missing.content", "algorithm.name").items()})
     return out
@@ -227,10 +229,10 @@ def test_efficiency_isolated_cells_and_cost_order():
     shared 2-core machine, so the order of close ones is noise: FedIIH is within 3% of FedMPO),
     FedMPO the most and FedProto the least to communicate."""
     _, records, _ = load_small("efficiency")
-    assert len({r["worker_pid"] for r in records}) == len(records)
-    secs = mean_metric([{**r, "metrics": {"test/s": r["seconds_per_round"]}} for r in records], "s", "algorithm.name")
+    assert len({r.worker_pid for r in records}) == len(records)
+    secs = mean_metric([replace(r, metrics={"test/s": r.seconds_per_round}) for r in records], "s", "algorithm.name")
     assert set(sorted(secs, key=secs.get)[-2:]) == {("fedmvp",), ("fedmpo",)}
-    kib = {r["algorithm"]["name"]: r["bytes_per_round"] for r in records}
+    kib = {r.algorithm["name"]: r.bytes_per_round for r in records}
     assert min(kib, key=kib.get) == "fedproto" and kib["fedmpo"] == max(kib.values())
 
 
@@ -240,7 +242,7 @@ def partition() -> dict[str, dict[str, float]]:
     _, records, _ = load_small("partition_effect")
     out: dict[str, dict[str, float]] = {}
     for setting in ("nc_dirichlet", "nc_louvain", "lp_dirichlet", "lp_louvain"):
-        rows = [r for r in records if r["params"]["setting"] == setting]
+        rows = [r for r in records if r.params["setting"] == setting]
         metric = "accuracy" if setting.startswith("nc") else "auc"
         out[setting] = {k[0]: v for k, v in mean_metric(rows, metric, "algorithm.name").items()}
     return out
@@ -280,7 +282,7 @@ def structure() -> dict[tuple, float]:
     _, records, _ = load_small("structure_control")
     out = {}
     for setting, metric in (("toys", "recall@5"), ("ku", "auc"), ("flickr30k", "recall@5")):
-        rows = [r for r in records if r["params"]["setting"] == setting]
+        rows = [r for r in records if r.params["setting"] == setting]
         out.update({(setting, *k): v for k, v in
                     mean_metric(rows, metric, "algorithm.name", "missing.content").items()})
     return out
@@ -323,11 +325,11 @@ def content_runs() -> dict[tuple, list[tuple[float, float]]]:
     _, records, _ = load_small("structure_control_content")
     out: dict[tuple, list[tuple[float, float]]] = {}
     for r in records:
-        p, g = r["params"], r["client_sizes"]
+        p, g = r.params, r.client_sizes
         if p["setting"] == "ku":
-            value, chance = r["metrics"]["test/auc"], 0.5
+            value, chance = r.metrics["test/auc"], 0.5
         else:
-            value, chance = r["metrics"]["test/recall@5"], sum(min(5, x) for x in g) / sum(g)
+            value, chance = r.metrics["test/recall@5"], sum(min(5, x) for x in g) / sum(g)
         out.setdefault((p["setting"], p["algorithm.name"], p["missing.content"]), []).append((value, chance))
     return out
 

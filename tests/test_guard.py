@@ -3,16 +3,19 @@ one is not, and the `check` verb prints each store's counts as the guard compute
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from benchmark.cli import main
 from benchmark.guard import MAX_SLOPE, convergence, count
+from benchmark.record import Record
 
 
-def _record(vals: list[float | None], best: int | None = None, status: str = "ok") -> dict:
+def _record(vals: list[float | None], best: int | None = None, status: str = "ok") -> Record:
     rounds = list(range(len(vals)))
     judged = [(r, v) for r, v in zip(rounds, vals) if v is not None]
     best = best if best is not None else max(judged, key=lambda rv: rv[1])[0]
-    return {"status": status, "best_round": best, "rounds_run": len(vals), "metrics": {"val/accuracy": 0.5},
-            "curves": {"round": rounds, "val/accuracy": vals}, "params": {}, "seed": 0}
+    return Record(status=status, best_round=best, rounds_run=len(vals), metrics={"val/accuracy": 0.5},
+                  curves={"round": rounds, "val/accuracy": vals}, params={}, seed=0)
 
 
 def test_a_curve_whose_best_round_is_the_last_is_not_converged():
@@ -26,9 +29,9 @@ def test_a_curve_still_rising_after_an_early_spike_is_not_converged():
     assert v.best_round == 15 and not v.converged and v.tail_slope > MAX_SLOPE and "still rises" in v.reason
 
 
-def _patience_record(vals: list[float], budget: int, patience: int) -> dict:
+def _patience_record(vals: list[float], budget: int, patience: int) -> Record:
     rec = _record(vals)
-    rec["config"] = {"train": {"rounds": budget, "patience": patience}}
+    rec.config = {"train": {"rounds": budget, "patience": patience}}
     return rec
 
 
@@ -106,18 +109,16 @@ def test_a_collapsed_run_is_flagged_in_its_record(tmp_path):
         chance.constant_scores = True
     assert flat["metrics"]["test/spread"] == 0.0
     assert flat["guard"]["collapsed"] is True and any("collapsed" in r for r in flat["guard"]["reasons"])
-    assert count([flat]).collapsed == [flat]
+    assert count([Record.from_dict(flat)]).collapsed == [Record.from_dict(flat)]
     learned = run("fedavg")
     assert learned["guard"]["collapsed"] is False and learned["metrics"]["test/spread"] > 1e-3
 
 
-def _cell(algo: str, acc: float, seed: int, spread: float = 0.2, vals: list[float] | None = None) -> dict:
+def _cell(algo: str, acc: float, seed: int, spread: float = 0.2, vals: list[float] | None = None) -> Record:
     vals = vals or [0.1, 0.3, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
-    rec = _record(vals)
-    rec.update(params={"algorithm.name": algo}, seed=seed, cell_id=f"{algo}-{seed}",
-               metrics={"test/accuracy": acc, "val/accuracy": acc, "test/spread": spread},
-               algorithm={"name": algo, "personalized": False})
-    return rec
+    return replace(_record(vals), params={"algorithm.name": algo}, seed=seed, cell_id=f"{algo}-{seed}",
+                   metrics={"test/accuracy": acc, "val/accuracy": acc, "test/spread": spread},
+                   algorithm={"name": algo, "personalized": False})
 
 
 def test_tables_mark_collapsed_unconverged_and_below_reference_cells():

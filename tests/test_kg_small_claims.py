@@ -30,13 +30,13 @@ def _mrr(records: list[dict], *keys: str) -> dict[tuple, float]:
 def table3():
     """The table's own cells; MMFeD3's sync_client control runs are in ``sync_control``."""
     suite, records, n = _load("mmfed3_table3")
-    return suite, [r for r in records if not r["params"].get("algorithm.sync_client")], n
+    return suite, [r for r in records if not r.params.get("algorithm.sync_client")], n
 
 
 @pytest.fixture(scope="module")
 def sync_control() -> list[dict]:
     _, records, _ = _load("mmfed3_table3")
-    return [r for r in records if r["params"].get("algorithm.sync_client")]
+    return [r for r in records if r.params.get("algorithm.sync_client")]
 
 
 @pytest.mark.parametrize("name", ["mmfed3_table3", "mmfed3_table6", "mmfed3_fig8"])
@@ -107,13 +107,13 @@ def test_mmfed3_client_view_is_its_persistent_local_model(table3, sync_control):
     view loses 0.08-0.17 MRR with AE and HidE at every client count, while its server view moves
     by less than 0.04 in every seed: the client-view margin comes from the persistence, not from the rows."""
     _, records, _ = table3
-    keep = _mrr([r for r in records if r["params"]["algorithm.name"] == "mmfed3"],
+    keep = _mrr([r for r in records if r.params["algorithm.name"] == "mmfed3"],
                 "algorithm.imputer", "partition.num_clients")
     sync = _mrr(sync_control, "algorithm.imputer", "partition.num_clients")
     assert len(sync) == 6
     for (imputer, clients), value in sync.items():
         assert keep[(imputer, clients)] > value + 0.05, (imputer, clients)
     for r in sync_control:
-        twin = next(x for x in records if x["params"]["algorithm.name"] == "mmfed3" and x["seed"] == r["seed"]
-                    and all(x["params"].get(k) == v for k, v in r["params"].items() if k != "algorithm.sync_client"))
-        assert abs(r["metrics"]["test_server/mrr"] - twin["metrics"]["test_server/mrr"]) < 0.04
+        twin = next(x for x in records if x.params["algorithm.name"] == "mmfed3" and x.seed == r.seed
+                    and all(x.params.get(k) == v for k, v in r.params.items() if k != "algorithm.sync_client"))
+        assert abs(r.metrics["test_server/mrr"] - twin.metrics["test_server/mrr"]) < 0.04

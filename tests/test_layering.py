@@ -195,3 +195,22 @@ def test_no_registered_component_has_a_method_that_only_raises():
             offenders += [f"{reg.kind} '{name}'.{f.name}" for f in cls.body
                           if isinstance(f, ast.FunctionDef) and _only_raises(f) and not f.name.startswith("_")]
     assert offenders == []
+
+
+RECORD_FIELD = ("params|metrics|status|seed|cell_id|curves|per_client|config|provenance|guard|availability|coverage|"
+                "comm|cost|algorithm|error|best_round|rounds_run|submission|timestamp|worker_pid|sweep_backend")
+DICT_READ = re.compile(r"\b(r|rec|record|records\[\w+\])(\.get\(|\[)[\"'](" + RECORD_FIELD + r")[\"']")
+
+
+def test_every_reader_of_results_takes_a_record():
+    """Issue 29: a result is shaped in one place (``Record``) and read as one everywhere: no
+    report module, nor the guard, regress, submit, sweep or trackers, indexes a record as a dict."""
+    readers = [*sorted((ROOT / "benchmark" / "report").rglob("*.py")),
+               *(ROOT / "benchmark" / f for f in ("guard.py", "regress.py", "submit.py", "sweep.py", "results.py",
+                                                   "cli.py")),
+               *sorted((ROOT / "benchmark" / "trackers").glob("*.py")), ROOT / "fedmm_bench" / "__init__.py",
+               ROOT / "deploy" / "flower" / "run_cell.py"]
+    found = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in readers
+             for n, line in enumerate(p.read_text().splitlines(), 1) if DICT_READ.search(line)]
+    assert not found, "records read as dicts:\n" + "\n".join(found)
+    assert DICT_READ.search('x = rec.get("metrics") or {}') and DICT_READ.search("r['status']")

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from benchmark.record import Record
 from benchmark.report.leaderboard import build_leaderboard, record_scalars
 from benchmark.results import ResultStore
 
@@ -71,7 +72,7 @@ def _row(section: Any, alg: str, rate: float, dataset: str = "synthetic", curren
 
 
 def test_record_scalars_worst_client_and_spread() -> None:
-    s = record_scalars(_record("fedavg", 0.0, 0, 0.7))
+    s = record_scalars(Record.from_dict(_record("fedavg", 0.0, 0, 0.7)))
     assert s["test/accuracy"] == pytest.approx(0.7)
     assert s["worst_client/accuracy"] == pytest.approx(0.5)
     assert s["spread/accuracy"] == pytest.approx(0.1247219, rel=1e-5)  # pstdev of (0.5, 0.7, 0.8)

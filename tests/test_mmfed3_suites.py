@@ -233,13 +233,13 @@ def test_table2_statistics_from_built_federations(tmp_path):
     suite = load_suite("mmfed3_table2")
     suite.spec["base"]["output.cache_dir"] = str(tmp_path / "cache")
     records, built = run_stats_suite(suite, "tiny", tmp_path / "results")
-    assert built == 3 and all(r["status"] == "ok" for r in records)
+    assert built == 3 and all(r.status == "ok" for r in records)
     from benchmark.registry import DATASETS
 
     ds = DATASETS.get("synthetic_kg")(DATASETS.get("synthetic_kg").Config(num_entities=200)).load()
     for r in records:
-        c = r["params"]["partition.num_clients"]
-        m = r["metrics"]
+        c = r.params["partition.num_clients"]
+        m = r.metrics
         assert m["stats/clients"] == c
         assert m["stats/mean_triples"] * c == pytest.approx(ds.num_triples)
         assert m["stats/mean_relations"] * c == pytest.approx(ds.num_relations)
@@ -289,17 +289,17 @@ def test_one_table3_cell_end_to_end_records_server_and_client_curves(tmp_path):
     records, ran = run_suite(suite, "tiny", results_dir=tmp_path / "results", progress=False, overrides=over)
     assert ran == 1
     (rec,) = records
-    assert rec["status"] == "ok", rec.get("error")
-    curves = rec["curves"]
+    assert rec.status == "ok", rec.error
+    curves = rec.curves
     assert len(curves["round"]) == len(curves["val/mrr"]) == len(curves["val_server/mrr"]) == 3
     assert all(isinstance(v, float) and 0 < v <= 1 for v in curves["val_server/mrr"])
-    assert not math.isnan(rec["metrics"]["test/mrr"])
-    assert rec["pretraining"]["algorithm"] == "fede" and rec["pretraining"]["rounds_run"] == 2
+    assert not math.isnan(rec.metrics["test/mrr"])
+    assert rec.pretraining["algorithm"] == "fede" and rec.pretraining["rounds_run"] == 2
     (stem, md), = write_suite_tables(suite, records, "tiny", str(tmp_path))
     header = _header(md)
     row = _row(md, "HidE", "FedE", "MMFeD3")
     ours, paper = row[header.index("FB15K-237-Fed3 · MRR")].split(" (")
-    assert ours.strip("*<u>/°×▽") == f"{rec['metrics']['test/mrr']:.3f}" and paper == "0.387)"  # a guard mark may follow
+    assert ours.strip("*<u>/°×▽") == f"{rec.metrics['test/mrr']:.3f}" and paper == "0.387)"  # a guard mark may follow
 
 
 def test_figure8_ticks_carry_the_measured_availability_under_each_rate(tmp_path, monkeypatch):

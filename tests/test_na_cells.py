@@ -74,8 +74,8 @@ def test_sweep_skips_undeclared_cells_and_table_prints_na(tmp_path: Path):
     records, ran = run_suite(suite, "tiny", results_dir=tmp_path / "results", progress=False)
     assert ran == 3
     stored = ResultStore(tmp_path / "results" / "na_sweep" / "tiny.jsonl").read()
-    assert len(stored) == 3 and all(r["status"] == "ok" for r in stored)
-    assert {(r["params"]["algorithm.name"], r["params"]["task.name"]) for r in stored} == {
+    assert len(stored) == 3 and all(r.status == "ok" for r in stored)
+    assert {(r.params["algorithm.name"], r.params["task.name"]) for r in stored} == {
         ("fedavg", "node_cls"), ("fedavg", "link_pred"), ("fedproto", "node_cls")}
     # a second sweep runs nothing: the N/A cell is not "missing"
     _, again = run_suite(suite, "tiny", results_dir=tmp_path / "results", progress=False)

@@ -9,6 +9,7 @@ offline stand-ins, whichever way they came out; a re-run that changes one fails 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 from small_results import assert_complete_and_tables_generated, load_small, mean_metric
@@ -69,9 +70,9 @@ def fedmgs_ablation() -> dict[tuple[str, str], dict[int, float]]:
     _, records, _ = load_small("fedmgs_table4")
     out: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     for r in records:
-        p = r["params"]
+        p = r.params
         metric = "test/accuracy" if p["setting"] == "movies" else "test/recall@5"
-        out[(p["setting"], p["variant"])][r["seed"]] = r["metrics"][metric]
+        out[(p["setting"], p["variant"])][r.seed] = r.metrics[metric]
     return out
 
 
@@ -106,7 +107,7 @@ def fig5() -> dict[tuple, float]:
     _, records, _ = load_small("mmfed3_fig5")
     out: dict[tuple, float] = {}
     for view in ("mrr", "server/mrr"):
-        rows = [dict(r, metrics={"test/" + view: r["metrics"]["test/mrr" if view == "mrr" else "test_server/mrr"]})
+        rows = [replace(r, metrics={"test/" + view: r.metrics["test/mrr" if view == "mrr" else "test_server/mrr"]})
                 for r in records]
         out.update({(view, *k): v for k, v in mean_metric(rows, view, "partition.num_clients", "algorithm.name").items()})
     return out
@@ -153,8 +154,8 @@ def fedmpo_ablation() -> dict[tuple[str, str], dict[int, float]]:
     metric = {"ele_fashion": "test/accuracy", "dy": "test/auc", "toys": "test/recall@5"}
     out: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     for r in records:
-        p = r["params"]
-        out[(p["setting"], p["variant"])][r["seed"]] = r["metrics"][metric[p["setting"]]]
+        p = r.params
+        out[(p["setting"], p["variant"])][r.seed] = r.metrics[metric[p["setting"]]]
     return out
 
 
@@ -192,9 +193,9 @@ def fedmgs_sens() -> dict[tuple, float]:
     _, records, _ = load_small("fedmgs_sensitivity")
     out: dict[tuple, list[float]] = defaultdict(list)
     for r in records:
-        p = r["params"]
-        metric = "test/auc" if "test/auc" in r["metrics"] else "test/accuracy"
-        out[(p["setting"], p["algorithm.lambda_rec"], p["algorithm.lambda_proto"])].append(r["metrics"][metric])
+        p = r.params
+        metric = "test/auc" if "test/auc" in r.metrics else "test/accuracy"
+        out[(p["setting"], p["algorithm.lambda_rec"], p["algorithm.lambda_proto"])].append(r.metrics[metric])
     return {k: sum(v) / len(v) for k, v in out.items()}
 
 
@@ -233,8 +234,8 @@ def fig7() -> dict[tuple, float]:
     _, records, _ = load_small("mmfed3_fig7")
     out: dict[tuple, list[float]] = defaultdict(list)
     for r in records:
-        (key, value), = [(k, v) for k, v in r["params"].items() if k != "partition.num_clients"]
-        out[(key, value, r["params"]["partition.num_clients"])].append(r["metrics"]["test/mrr"])
+        (key, value), = [(k, v) for k, v in r.params.items() if k != "partition.num_clients"]
+        out[(key, value, r.params["partition.num_clients"])].append(r.metrics["test/mrr"])
     return {k: sum(v) / len(v) for k, v in out.items()}
 
 
@@ -284,5 +285,5 @@ def test_mmfed3_table2_small_statistics_are_recorded_and_generated(tmp_path):
     clients hold on average 62 / 37.2 / 18.6 relations at 3 / 5 / 10 clients."""
     assert_complete_and_tables_generated("mmfed3_table2", tmp_path, seeds=1)
     _, records, _ = load_small("mmfed3_table2")
-    relations = {r["params"]["partition.num_clients"]: r["metrics"]["stats/mean_relations"] for r in records}
+    relations = {r.params["partition.num_clients"]: r.metrics["stats/mean_relations"] for r in records}
     assert relations == pytest.approx({3: 62.0, 5: 37.2, 10: 18.6})

@@ -34,7 +34,7 @@ def _sweep(results: Path, cache: Path, *extra: str) -> list[str]:
 
 
 def _metrics(store: Path) -> dict[str, tuple[dict, dict]]:
-    return {r["cell_id"]: (r["metrics"], r["comm"]) for r in ResultStore(store).read()}
+    return {r.cell_id: (r.metrics, r.comm) for r in ResultStore(store).read()}
 
 
 def _session_pids(sid: int) -> list[int]:
@@ -101,9 +101,9 @@ def test_killed_ray_sweep_resumes_only_missing_cells(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"{6 - len(before)} cells run now, 6 recorded, 0 failed" in out.stdout
     after = [json.loads(line) for line in store.read_text().splitlines()]
-    ids = [r["cell_id"] for r in after]
+    ids = [r["cell_id"] for r in after]  # the raw lines: JSON objects
     assert len(ids) == 6 and len(set(ids)) == 6
-    assert {r["cell_id"] for r in before} <= set(ids)
+    assert {r.cell_id for r in before} <= set(ids)
 
 
 def test_ray_backend_without_ray_is_a_one_line_error(tmp_path, monkeypatch, capsys):

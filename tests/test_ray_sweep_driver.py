@@ -76,12 +76,12 @@ def test_driver_records_every_cell_and_isolates_a_dead_worker(tmp_path, monkeypa
     opts = fake.calls["options"]
     assert opts["num_cpus"] == 2.0 and opts["num_gpus"] == 0.25 and opts["max_retries"] == 0
     assert opts.get("max_calls") == (1 if isolate else None)
-    records = {r["cell_id"]: r for r in ResultStore(store).read()}
+    records = {r.cell_id: r for r in ResultStore(store).read()}
     assert len(records) == 3
-    assert records[cells[1].cell_id]["status"] == "failed"
-    assert "WorkerCrashedError" in records[cells[1].cell_id]["error"]["reason"]
-    assert {records[c.cell_id]["status"] for c in (cells[0], cells[2])} == {"ok"}
-    assert records[cells[0].cell_id]["threads"] == 2  # torch threads follow the cell's CPUs
-    assert {r["sweep_backend"] for r in records.values()} == {"ray"}  # the dead worker's record too
+    assert records[cells[1].cell_id].status == "failed"
+    assert "WorkerCrashedError" in records[cells[1].cell_id].reason
+    assert {records[c.cell_id].status for c in (cells[0], cells[2])} == {"ok"}
+    assert records[cells[0].cell_id].extra["threads"] == 2  # torch threads follow the cell's CPUs
+    assert {r.sweep_backend for r in records.values()} == {"ray"}  # the dead worker's record too
     assert fake.calls["init"] == fake.calls["shutdown"] == 1
     assert not any((store.parent / "tiny.jsonl.claims").glob("*.json")), "every claim is released"

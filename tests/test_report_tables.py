@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from benchmark.errors import ConfigError, DataError
+from benchmark.record import Record
 from benchmark.report.records import load_records, records_frame
 from benchmark.report.tables import make_table, write_table
 
@@ -304,7 +305,7 @@ def test_load_records(tmp_path: Path) -> None:
     path = tmp_path / "demo.jsonl"
     recs = suite_records()[:3]
     path.write_text(json.dumps(recs[0]) + "\n\n" + json.dumps(recs[1]) + "\n   \n" + json.dumps(recs[2]) + "\n")
-    assert load_records(path) == recs
+    assert load_records(path) == [Record.from_dict(r) for r in recs]
     path.write_text(json.dumps(recs[0]) + "\n" + '{"suite": "demo", "sta' + "\n")
     with pytest.raises(DataError, match=r"demo\.jsonl:2: corrupt"):
         load_records(path)

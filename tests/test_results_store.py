@@ -20,7 +20,7 @@ def test_parallel_appends_never_interleave(tmp_path):
     for p in procs:
         p.join()
     records = ResultStore(path).read()
-    assert len(records) == 200 and len({r["cell_id"] for r in records}) == 200
+    assert len(records) == 200 and len({r.cell_id for r in records}) == 200
 
 
 def test_truncated_line_is_skipped_and_next_append_is_clean(tmp_path):
@@ -34,14 +34,14 @@ def test_truncated_line_is_skipped_and_next_append_is_clean(tmp_path):
 
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
-        ids = [r["cell_id"] for r in store.read()]
+        ids = [r.cell_id for r in store.read()]
     assert ids == ["a", "c"]
 
 
 def test_nan_is_stored_as_null(tmp_path):
     store = ResultStore(tmp_path / "r.jsonl")
     store.append({"cell_id": "a", "metrics": {"x": float("nan")}})
-    assert store.read()[0]["metrics"]["x"] is None
+    assert store.read()[0].metrics["x"] is None
 
 
 def test_git_state_ignores_the_harness_outputs(tmp_path, monkeypatch):

@@ -85,7 +85,7 @@ def test_corrupt_result_line_is_one_warning_line(tmp_path, capsys):
     with open(store.path, "a") as f:
         f.write('{"cell_id": "b"\n"just a string"\n')
     store.append({"cell_id": "c"})
-    assert [r["cell_id"] for r in store.read()] == ["a", "c"]
+    assert [r.cell_id for r in store.read()] == ["a", "c"]
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("skipping a corrupt record line" in line for line in err)
 

@@ -61,7 +61,7 @@ def _warnings(err: str) -> list[str]:
 def test_a_bad_line_is_skipped_with_one_warning_naming_file_and_line(tmp_path, capsys, name):
     line, why = BAD_LINES[name]
     store = _store_with(tmp_path, line)
-    assert [r["cell_id"] for r in store.read()] == ["good", "after"]
+    assert [r.cell_id for r in store.read()] == ["good", "after"]
     assert store.done_cells() == {"good", "after"}
     assert latest_records(store.read(), {"good", "after", "a"})  # sweep resume's view
     warnings = _warnings(capsys.readouterr().err)
@@ -90,9 +90,9 @@ def test_a_nan_metric_is_stored_as_a_failed_cell(tmp_path):
     store.append({"cell_id": "a", "status": "ok", "metrics": {"test/accuracy": float("nan"), "val/accuracy": 0.9}})
     store.append({"cell_id": "b", "status": "ok", "metrics": {"test/accuracy": float("inf")}})
     a, b = store.read()
-    assert a["status"] == b["status"] == "failed"
-    assert a["metrics"]["test/accuracy"] is None and a["metrics"]["val/accuracy"] == 0.9
-    assert a["error"] == {"round": -1, "reason": "non-finite metric test/accuracy"}
+    assert a.status == b.status == "failed"
+    assert a.metrics["test/accuracy"] is None and a.metrics["val/accuracy"] == 0.9
+    assert a.error == {"round": -1, "reason": "non-finite metric test/accuracy"}
     assert "Infinity" not in store.path.read_text() and "NaN" not in store.path.read_text()
 
 
@@ -176,9 +176,9 @@ def test_a_full_disk_leaves_the_store_whole(tmp_path, monkeypatch, capsys, mode)
     assert isinstance(e.value, BenchmarkError) and "\n" not in str(e.value)
     assert str(store.path) in str(e.value) and "not stored" in str(e.value)
     assert store.path.read_bytes() == before  # cut back to its length before the write
-    assert [r["cell_id"] for r in store.read()] == [f"c{i}" for i in range(10)]
+    assert [r.cell_id for r in store.read()] == [f"c{i}" for i in range(10)]
     store.append({**GOOD, "cell_id": "c10"})  # space again: the next append is clean
-    assert [r["cell_id"] for r in store.read()][-1] == "c10"
+    assert [r.cell_id for r in store.read()][-1] == "c10"
     assert _warnings(capsys.readouterr().err) == []
 
 

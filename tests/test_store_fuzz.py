@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from benchmark.errors import BenchmarkError
 from benchmark.report.leaderboard.rows import group_rows
 from benchmark.report.records import records_frame
+from benchmark.record import Record
 from benchmark.results import RECORD_FIELDS, ResultStore, StoreError, encode_record
 from benchmark.sweep import latest_records
 
@@ -105,10 +106,10 @@ def _write(store: ResultStore, plan: list[tuple[str, Any, bool]]) -> list[dict[s
     return good
 
 
-def _readers_survive(recs: list[dict[str, Any]]) -> None:
+def _readers_survive(recs: list[Record]) -> None:
     """Sweep resume, tables and the leaderboard take what read returns without a traceback."""
     latest_records(recs)
-    finished = [r for r in recs if r.get("status") in ("ok", "failed")]
+    finished = [r for r in recs if r.status in ("ok", "failed")]
     for reader in (records_frame, lambda rs: group_rows("s", "tiny", rs)):
         try:
             if finished:
@@ -129,7 +130,7 @@ def test_reading_never_raises_and_every_bad_line_is_one_warning(plan, rnd):
         with contextlib.redirect_stderr(err):
             recs = store.read()
         with contextlib.redirect_stderr(io.StringIO()):
-            assert store.done_cells() == {r["cell_id"] for r in recs if "cell_id" in r}
+            assert store.done_cells() == {r.cell_id for r in recs if r.cell_id is not None}
         lines = [raw for raw in (store.path.read_bytes() if store.path.exists() else b"").split(b"\n")]
         non_blank = [n for n, raw in enumerate(lines, 1) if raw.strip()]
         warnings = err.getvalue().splitlines()
@@ -138,8 +139,8 @@ def test_reading_never_raises_and_every_bad_line_is_one_warning(plan, rnd):
         warned = [int(w.split(f"{store.path}:")[1].split(":")[0]) for w in warnings]
         assert len(set(warned)) == len(warned) and set(warned) <= set(non_blank)
         assert len(recs) + len(warnings) == len(non_blank)
-        assert [r for r in recs if MARK in r] == good
+        assert [r.to_dict() for r in recs if MARK in r.extra] == [Record.from_dict(g).to_dict() for g in good]
         for r in recs:
-            metrics = r.get("metrics") or {}
+            metrics = r.metrics or {}
             assert all(v is None or math.isfinite(v) for v in metrics.values())
         _readers_survive(recs)

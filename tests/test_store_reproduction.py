@@ -47,13 +47,13 @@ def cheapest(family: str) -> dict | None:
             continue
         cells = {c.cell_id: c for c in suite.cells("small")}
         for r in latest_records(ResultStore(store).read(), set(cells)):
-            prov = r["provenance"]
-            if (r["status"] != "ok" or prov.get("git_dirty") or prov.get("threads") != 1
+            prov = r.provenance
+            if (r.status != "ok" or prov.get("git_dirty") or prov.get("threads") != 1
                     or prov.get("cpu") != cpu_identity()
-                    or r["algorithm"]["name"] in REFERENCES or r["algorithm"].get("constant_scores")
-                    or stale_reasons(r, build_run_config(cells[r["cell_id"]].config))):
+                    or r.algorithm["name"] in REFERENCES or r.algorithm.get("constant_scores")
+                    or stale_reasons(r, build_run_config(cells[r.cell_id].config))):
                 continue
-            if best is None or r["wall_time_s"] < best["wall_time_s"]:
+            if best is None or r.wall_time_s < best.wall_time_s:
                 best = r
     return best
 
@@ -65,14 +65,14 @@ def test_a_stored_cell_reruns_to_its_stored_metrics(family, tmp_path):
     if record is None:
         pytest.skip(f"no current {family} record made on this CPU ({cpu_identity()}): its stores are pending a "
                     "re-run (results/pending_rerun.json) or were made on other CPUs")
-    cfg = dict(record["config"])
+    cfg = dict(record.config)
     cfg["output"] = {**cfg["output"], "checkpoint_dir": str(tmp_path / "ckpt"), "results_dir": str(tmp_path / "res")}
     threads = torch.get_num_threads()
-    torch.set_num_threads(int(record["provenance"]["threads"]))
+    torch.set_num_threads(int(record.provenance["threads"]))
     try:
         again = Engine(build_run_config(cfg)).run(resume=False)
     finally:
         torch.set_num_threads(threads)
     assert again["status"] == "ok"
-    assert again["metrics"] == record["metrics"], (record["suite"], record["params"], record["seed"])
-    assert again["provenance"]["protocol"] == record["provenance"]["protocol"]
+    assert again["metrics"] == record.metrics, (record.suite, record.params, record.seed)
+    assert again["provenance"]["protocol"] == record.provenance["protocol"]

@@ -70,9 +70,9 @@ def test_killed_sweep_resumes_only_missing_cells(tmp_path):
     assert out.returncode == 0, out.stderr
     assert f"{8 - len(before)} cells run now" in out.stdout
     after = ResultStore(store).read()
-    ids = [r["cell_id"] for r in after]
+    ids = [r.cell_id for r in after]
     assert len(ids) == 8 and len(set(ids)) == 8
-    assert {r["cell_id"] for r in before} <= set(ids)
+    assert {r.cell_id for r in before} <= set(ids)
     again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert "0 cells run now" in again.stdout and len(ResultStore(store).read()) == 8
 
@@ -82,10 +82,10 @@ def test_failed_cell_is_recorded_and_sweep_goes_on(tmp_path):
                         seeds=[0])
     records, ran = run_suite(load_suite(str(path)), "tiny", jobs=1, results_dir=tmp_path / "res", progress=False)
     assert ran == 2
-    by_lr = {r["params"]["train.lr"]: r for r in records}
-    assert by_lr[0.01]["status"] == "ok"
+    by_lr = {r.params["train.lr"]: r for r in records}
+    assert by_lr[0.01].status == "ok"
     bad = by_lr[1e30]
-    assert bad["status"] == "failed" and bad["error"]["reason"] and isinstance(bad["error"]["round"], int)
+    assert bad.status == "failed" and bad.error["reason"] and isinstance(bad.error["round"], int)
 
 
 def test_same_seed_identical_other_seed_other_partition(tmp_path):
@@ -122,14 +122,14 @@ def test_isolate_runs_every_cell_in_its_own_fresh_process(tmp_path, isolate):
     path = _write_suite(tmp_path, name="isolate_test", grid={"algorithm.name": ["fedavg"], "missing.rate": [0.0, 0.3]},
                         seeds=[0], isolate=isolate)
     records, ran = run_suite(load_suite(str(path)), "tiny", jobs=1, results_dir=tmp_path / "res", progress=False)
-    assert ran == 2 and all(r["status"] == "ok" for r in records)
-    pids = {r["worker_pid"] for r in records}
-    assert {r["sweep_backend"] for r in records} == {"joblib"}
+    assert ran == 2 and all(r.status == "ok" for r in records)
+    pids = {r.worker_pid for r in records}
+    assert {r.sweep_backend for r in records} == {"joblib"}
     if isolate:
         assert len(pids) == 2 and os.getpid() not in pids
     else:
         assert pids == {os.getpid()}
-    assert all(0 <= r["memory_growth_mb"] <= r["peak_memory_mb"] for r in records)
+    assert all(0 <= r.memory_growth_mb <= r.peak_memory_mb for r in records)
 
 
 def test_workers_record_the_code_state_the_sweep_started_with(tmp_path, monkeypatch):
@@ -137,7 +137,7 @@ def test_workers_record_the_code_state_the_sweep_started_with(tmp_path, monkeypa
     monkeypatch.setenv("FEDMM_GIT_STATE", "0123abcd:1")
     path = _write_suite(tmp_path, name="pin_test", grid={"algorithm.name": ["fedavg"]}, seeds=[0], isolate=True)
     records, _ = run_suite(load_suite(str(path)), "tiny", jobs=1, results_dir=tmp_path / "res", progress=False)
-    prov = records[0]["provenance"]
+    prov = records[0].provenance
     assert (prov["git_sha"], prov["git_dirty"]) == ("0123abcd", True)
 
 
@@ -168,7 +168,7 @@ def test_control_subgrid_keeps_the_other_cells_ids_and_stays_out_of_figures(tmp_
     assert len(records) == 10
     (stem, md), = write_suite_tables(suite, records, "tiny", str(tmp_path / "tables"))
     assert "under the control (content shuffled)" in md
-    shuffled = [r["metrics"]["test/accuracy"] for r in records if r["params"].get("missing.content") == "shuffle"]
+    shuffled = [r.metrics["test/accuracy"] for r in records if r.params.get("missing.content") == "shuffle"]
     assert f"[{100 * sum(shuffled) / 2:.2f}]" in md
     seen: list[list[dict]] = []
     import benchmark.report.suite_plots as plots
@@ -178,7 +178,7 @@ def test_control_subgrid_keeps_the_other_cells_ids_and_stays_out_of_figures(tmp_
         write_suite_plots(suite, records, "tiny", str(tmp_path / "fig"))
     finally:
         plots.suite_plots = real
-    assert len(seen[0]) == 8 and all("missing.content" not in r["params"] for r in seen[0])
+    assert len(seen[0]) == 8 and all("missing.content" not in r.params for r in seen[0])
 
 
 @pytest.mark.parametrize("control, match", [
@@ -207,7 +207,7 @@ def test_stale_cells_run_again_and_current_ones_do_not(tmp_path):
     assert ran == 2
     suite = load_suite(str(_write_suite(tmp_path, **small)))
     stored = ResultStore(results / "stale_test" / "tiny.jsonl").read()
-    assert done_cells(suite.cells("tiny"), stored) == {r["cell_id"] for r in first}
+    assert done_cells(suite.cells("tiny"), stored) == {r.cell_id for r in first}
     # a device or cache location is how a run executes, not what it measures
     moved = load_suite(str(_write_suite(tmp_path, **{**small, "base": {**small["base"], "train.device": "cpu",
                                                                         "output.cache_dir": str(tmp_path / "c")}})))
@@ -219,7 +219,7 @@ def test_stale_cells_run_again_and_current_ones_do_not(tmp_path):
     kept, ran = run_suite(changed, "tiny", results_dir=results, progress=False, keep_stale=True)
     assert ran == 0
     again, ran = run_suite(changed, "tiny", results_dir=results, progress=False)
-    assert ran == 2 and all(r["config"]["missing"]["name"] == "client_level" for r in again)
+    assert ran == 2 and all(r.config["missing"]["name"] == "client_level" for r in again)
     assert len(ResultStore(results / "stale_test" / "tiny.jsonl").read()) == 4
     _, ran = run_suite(changed, "tiny", results_dir=results, progress=False)
     assert ran == 0
@@ -227,11 +227,11 @@ def test_stale_cells_run_again_and_current_ones_do_not(tmp_path):
 
 def test_a_higher_task_protocol_version_makes_records_stale(monkeypatch):
     from benchmark import registry as R
+    from benchmark.record import Record
     from benchmark.results import protocol_hash, stale_reasons
 
     cfg = build_run_config({"task": {"name": "node_cls"}})
-    record = {"provenance": {"protocol": protocol_hash(cfg)},
-              "config": cfg.to_dict()}
+    record = Record(status="ok", seed=0, provenance={"protocol": protocol_hash(cfg)}, config=cfg.to_dict())
     assert stale_reasons(record, cfg) == []
     R.load_plugins()
     monkeypatch.setattr(R.TASKS.get("node_cls"), "protocol_version", 7, raising=False)
@@ -242,24 +242,26 @@ def test_a_higher_algorithm_revision_makes_records_stale(monkeypatch):
     """A method whose computation changed with no config key to show it (issue 28: FedMBridge's
     generator) raises its revision; records made before it, which carry none, go stale."""
     from benchmark import registry as R
+    from benchmark.record import Record
     from benchmark.results import protocol_hash, provenance, stale_reasons
 
     cfg = build_run_config({"algorithm": {"name": "fedavg"}})
-    record = {"provenance": {"protocol": protocol_hash(cfg)}, "config": cfg.to_dict()}
+    record = Record(status="ok", seed=0, provenance={"protocol": protocol_hash(cfg)}, config=cfg.to_dict())
     assert stale_reasons(record, cfg) == []
     R.load_plugins()
     monkeypatch.setattr(R.ALGORITHMS.get("fedavg"), "revision", 3, raising=False)
     assert stale_reasons(record, cfg) == ["algorithm revision: 1 -> 3"]
-    record["provenance"] = provenance(cfg, "a", "r", torch.device("cpu"))
-    assert record["provenance"]["algorithm_revision"] == 3 and stale_reasons(record, cfg) == []
+    record.provenance = provenance(cfg, "a", "r", torch.device("cpu"))
+    assert record.provenance["algorithm_revision"] == 3 and stale_reasons(record, cfg) == []
 
 
 def test_failed_cells_are_kept_with_a_hint_to_retry(caplog):
+    from benchmark.record import Record
     from benchmark.sweep import done_cells
 
     suite = load_suite(str(Path(__file__).resolve().parent.parent / "benchmark" / "suites" / "ci.yaml"))
     cells = suite.cells("tiny")[:2]
-    records = [{"cell_id": cells[0].cell_id, "status": "failed", "config": {}, "provenance": {}}]
+    records = [Record(status="failed", seed=0, cell_id=cells[0].cell_id)]
     with caplog.at_level("WARNING", logger="benchmark.sweep"):
         assert done_cells(cells, records) == {cells[0].cell_id}
     assert "1 stored cells failed and are not run again; --retry-failed runs them" in caplog.text

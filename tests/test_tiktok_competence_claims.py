@@ -26,12 +26,12 @@ def runs() -> dict[tuple[str, str, str], list[tuple[float, float]]]:
     _, records, _ = load_small(NAME)
     out: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     for r in records:
-        p = r["params"]
+        p = r.params
         if p["task.name"] == "retrieval":
-            g = r["client_sizes"]
-            value, chance = r["metrics"]["test/recall@5"], sum(min(5, x) for x in g) / sum(g)
+            g = r.client_sizes
+            value, chance = r.metrics["test/recall@5"], sum(min(5, x) for x in g) / sum(g)
         else:
-            value, chance = r["metrics"]["test/auc"], 0.5
+            value, chance = r.metrics["test/auc"], 0.5
         out.setdefault((p["task.name"], p["algorithm.name"], p["missing.content"]), []).append((value, chance))
     return out
 

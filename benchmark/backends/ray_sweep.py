@@ -113,7 +113,7 @@ def run_cells_ray(todo: list[Cell], store_path: str, threads: int, jobs: int, is
             if claim is None:
                 held.add(cell.cell_id)
                 continue
-            if sum(r.get("cell_id") == cell.cell_id for r in store.read()) > seen[cell.cell_id]:
+            if sum(r.cell_id == cell.cell_id for r in store.read()) > seen[cell.cell_id]:
                 claim.release()  # another sweep recorded it since planning
                 bar.update(1)
                 continue

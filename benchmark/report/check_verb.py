@@ -54,9 +54,9 @@ def cmd_check(a: argparse.Namespace) -> int:
           "a spread (n/a: records made before the spread was stored)")
     for name, scale, c in rows:
         for rec in c.collapsed[: a.show]:
-            print(f"  {name}[{scale}] collapsed: {rec.get('params')} seed {rec.get('seed')}")
+            print(f"  {name}[{scale}] collapsed: {rec.params} seed {rec.seed}")
         for rec, v in c.unconverged[: a.show]:
-            print(f"  {name}[{scale}] not converged: {rec.get('params')} seed {rec.get('seed')}: {v.reason}")
+            print(f"  {name}[{scale}] not converged: {rec.params} seed {rec.seed}: {v.reason}")
         if len(c.unconverged) > a.show:
             print(f"  {name}[{scale}]: {len(c.unconverged) - a.show} more not converged")
     return 0

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from benchmark.record import Record
 from benchmark.report.plot_common import (
     _categories,
     _hue_text,
@@ -27,7 +28,7 @@ from benchmark.report.records import value_key
 
 
 def contrast_bars(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record | Mapping[str, Any]],
     x: str,
     metric: str,
     *,

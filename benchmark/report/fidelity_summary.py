@@ -14,11 +14,11 @@ import argparse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tabulate import tabulate
 
 from benchmark.errors import BenchmarkError, ConfigError, DataError
+from benchmark.record import Record
 from benchmark.report.fidelity import MIN_METHODS, Fidelity, plural, tau_text
 from benchmark.report.markdown import md_escape
 from benchmark.results import pending_stores
@@ -41,11 +41,11 @@ class FidelityRow:
     fidelity: Fidelity
 
 
-def _datasets(records: Iterable[dict[str, Any]]) -> tuple[str, ...]:
+def _datasets(records: Iterable[Record]) -> tuple[str, ...]:
     """The dataset names the records ran on (their ``dataset.name`` param, else their config)."""
     names = set()
     for rec in records:
-        name = (rec.get("params") or {}).get("dataset.name") or ((rec.get("config") or {}).get("dataset") or {}).get("name")
+        name = (rec.params or {}).get("dataset.name") or ((rec.config or {}).get("dataset") or {}).get("name")
         if name:
             names.add(str(name))
     return tuple(sorted(names))

@@ -15,11 +15,11 @@ model did not learn.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from benchmark.guard import record_verdict
+from benchmark.record import Record
 
 #: reference algorithms (``baselines/reference``, and the pooled ``centralized``), with their table labels
 REFERENCE_ALGORITHMS: dict[str, str] = {
@@ -44,13 +44,13 @@ class CellFlags:
         return bool(self.collapsed or self.unconverged or self.below_reference)
 
 
-def seed_flags(records: Sequence[Mapping[str, Any]]) -> CellFlags:
+def seed_flags(records: Sequence[Record]) -> CellFlags:
     """Counts of collapsed and unconverged ``ok`` records among one cell's seeds."""
     flags = CellFlags()
     for rec in records:
-        if rec.get("status") != "ok":
+        if not rec.ok:
             continue
-        v = record_verdict(dict(rec))
+        v = record_verdict(rec)
         flags.collapsed += bool(v.get("collapsed"))
         flags.unconverged += v.get("converged") is False
     return flags

@@ -13,7 +13,7 @@ failed seeds never averaged), and every band or error bar is +-1 sample std over
 - ``rank_bars``: grouped bars with the rank of each bar inside its group written above it
   (Figure 6, HidE's reconstruction networks).
 - ``server_client_curves``: per-round validation curves of the server and the client view
-  (Figure 5), from ``record["curves"]`` keys such as ``val_server/mrr``; a method that keeps
+  (Figure 5), from ``record.curves`` keys such as ``val_server/mrr``; a method that keeps
   a single model has no such keys and is drawn dashed from ``val/mrr`` in both panels.
 """
 
@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmark.record import Record, as_records
 from benchmark.errors import ConfigError, DataError, closest
 from benchmark.report.kg_figure_common import (
     _facet_values,
@@ -44,7 +45,7 @@ from benchmark.report.tables import key_label, metric_label
 
 
 def facet_lines(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record | Mapping[str, Any]],
     x: str,
     metric: str | Sequence[str],
     *,
@@ -65,7 +66,7 @@ def facet_lines(
     per ``facet`` value (columns) and per metric (rows, when several are given). ``x_label``
     overrides the axis title (the KG track's ``missing.rate`` is an *availability* rate r).
     ``measured_availability`` adds under each tick the share of entities that held a
-    modality in those runs (mean over modalities and runs, from ``record["availability"]``),
+    modality in those runs (mean over modalities and runs, from ``record.availability``),
     since the rate r a masker is given is not what the models meet (Figure 8)."""
     metrics = [metric] if isinstance(metric, str) else list(metric)
     what = f"facet_lines of {', '.join(metrics)} vs {x}"
@@ -135,7 +136,7 @@ def _measured_by_x(selected: pd.DataFrame, x: str, facet: str | None) -> dict[An
 
 
 def sensitivity(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record | Mapping[str, Any]],
     params: Sequence[str],
     metric: str = "mrr",
     *,
@@ -214,7 +215,7 @@ def sensitivity(
 
 
 def rank_bars(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record | Mapping[str, Any]],
     bars: str,
     metrics: Sequence[str] = ("hits@1", "hits@3", "hits@10", "mrr"),
     *,
@@ -276,7 +277,7 @@ def rank_bars(
 
 
 def server_client_curves(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record | Mapping[str, Any]],
     metric: str = "mrr",
     *,
     views: Mapping[str, str] | None = None,
@@ -298,6 +299,7 @@ def server_client_curves(
     single model) falls back to ``<fallback>/<metric>`` and is drawn dashed."""
     views = dict(views or {"Server": "val_server", "Client": "val_client"})
     what = f"server/client curves of {metric}"
+    records = as_records(records)
     keys = [k for k in (hue, facet) if k]
     frame = _prepare(records, keys, filters, what)
     selected, exclusions = select_records(frame, keys)
@@ -306,7 +308,7 @@ def server_client_curves(
     points: list[dict[str, Any]] = []
     seen_keys: set[str] = set()
     for idx in ok.index:
-        curves = records[idx].get("curves") or {}
+        curves = records[idx].curves or {}
         seen_keys.update(curves)
         rounds = curves.get("round") or []
         for view, split in views.items():

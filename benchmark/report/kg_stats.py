@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from benchmark.errors import ConfigError
-from benchmark.record import Record, failed_record
+from benchmark.record import Record, failed_record, latest_records
 from benchmark.results import ResultStore, now_iso, provenance
 
 STATS_KINDS = ("kg_partition",)
@@ -88,15 +88,13 @@ def stats_record(cell: Any) -> dict[str, Any]:
 
 
 def run_stats_suite(suite: Any, scale: str | None, results_dir: str | Path,
-                    retry_failed: bool = False) -> tuple[list[dict[str, Any]], int]:
+                    retry_failed: bool = False) -> tuple[list[Record], int]:
     """Compute the statistics records a stats suite lacks; returns (its records, cells built now)."""
-    from benchmark.sweep import latest_records
-
     is_stats_suite(suite)
     scale = scale or suite.default_scale
     cells = suite.cells(scale)
     store = ResultStore(suite.results_path(results_dir, scale))
-    done = {r["cell_id"] for r in store.read() if r.get("status") == "ok" or not retry_failed}
+    done = {r.cell_id for r in store.read() if r.ok or not retry_failed}
     todo = [c for c in cells if c.cell_id not in done]
     for cell in todo:
         store.append(stats_record(cell))

@@ -14,6 +14,7 @@ import seaborn as sns
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from benchmark.record import Record
 from benchmark.errors import ConfigError, DataError, closest
 from benchmark.report.record_filters import apply_filters, check_keys, check_uniform
 from benchmark.report.records import aggregate, metric_column, records_frame, select_records, value_key
@@ -47,7 +48,7 @@ def _hue_text(value: Any, hue_labels: Mapping[Any, str] | None) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _prepare(records: Sequence[Mapping[str, Any]], keys: Sequence[str], filters: Mapping[str, Any] | None,
+def _prepare(records: Sequence[Record | Mapping[str, Any]], keys: Sequence[str], filters: Mapping[str, Any] | None,
              what: str) -> pd.DataFrame:
     """Frame of the records a plot may use: keys checked, filters applied, cells uniform."""
     if not records:
@@ -75,7 +76,7 @@ def _log_exclusions(exclusions: Sequence[Any], what: str) -> None:
         log.warning("%s: cell %s: %d record(s) excluded, %s", what, ex.cell, ex.n_excluded, ex.reason)
 
 
-def _seed_means(records: Sequence[Mapping[str, Any]], keys: tuple[str, str], metric: str,
+def _seed_means(records: Sequence[Record | Mapping[str, Any]], keys: tuple[str, str], metric: str,
                 filters: Mapping[str, Any] | None, what: str, axes: str = "x and hue") -> pd.DataFrame:
     """Mean and std over seeds of ``metric`` per cell of the two ``keys`` (series, x), the first
     step of every figure: keys and filters checked, uniform cells, excluded records logged.

@@ -17,6 +17,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from benchmark.record import Record, as_records
 from benchmark.errors import ConfigError, DataError, closest
 from benchmark.report.plot_common import (
     _MARKERS,
@@ -38,7 +39,7 @@ from benchmark.report.tables import key_label
 
 
 def round_curve_plot(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record | Mapping[str, Any]],
     metric: str = "val/accuracy",
     *,
     hue: str = "algorithm.name",
@@ -57,6 +58,7 @@ def round_curve_plot(
     curves of different lengths (early stopping) are averaged over those that reached a round.
     """
     what = f"round curve plot of {metric}"
+    records = as_records(records)
     frame = _prepare(records, [hue], filters, what)
     selected, exclusions = select_records(frame, [hue])
     _log_exclusions(exclusions, what)
@@ -64,7 +66,7 @@ def round_curve_plot(
     points: list[dict[str, Any]] = []
     curve_keys: dict[str, None] = {}
     for idx, h in zip(ok.index, ok[hue]):
-        curves = records[idx].get("curves") or {}
+        curves = records[idx].curves or {}
         curve_keys.update(dict.fromkeys(curves))
         if metric not in curves or x not in curves:
             continue
@@ -115,7 +117,7 @@ def _sorted_values(values: Sequence[Any]) -> list[Any]:
 
 
 def heatmap_plot(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record | Mapping[str, Any]],
     x: str,
     y: str,
     metric: str,

@@ -14,6 +14,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from benchmark.record import Record
 from benchmark.report.plot_common import (
     _MARKERS,
     _categories,
@@ -28,7 +29,7 @@ from benchmark.report.tables import metric_label
 
 
 def rank_chart(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record | Mapping[str, Any]],
     x: str,
     metric: str,
     *,

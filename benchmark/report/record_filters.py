@@ -10,13 +10,14 @@ from typing import Any
 import pandas as pd
 
 from benchmark.errors import ConfigError, closest
+from benchmark.record import Record
 from benchmark.report.records import CELL_CONTEXT_FIELDS, value_key
 
 
-def under_condition(record: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+def under_condition(record: Record, where: Mapping[str, Any]) -> bool:
     """True when every ``key: value`` of ``where`` matches the record's params (a record
     without the key does not match): picks out a suite's control runs."""
-    params = record.get("params") or {}
+    params = record.params or {}
     for key, allowed in where.items():
         values = allowed if isinstance(allowed, (list, tuple, set)) else [allowed]
         if key not in params or value_key(params[key]) not in {value_key(v) for v in values}:

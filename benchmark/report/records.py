@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from benchmark.errors import DataError
+from benchmark.record import Record, as_records
 
 # Sample standard deviation over seeds; tables and plots both use it and say so.
 STD_DDOF = 1
@@ -54,12 +55,12 @@ ERROR_FIELDS = ("error_round", "error_reason")
 CELL_CONTEXT_FIELDS = ("suite", "scale")
 
 
-# frame columns of the measured per-modality availability a record carries (``record["availability"]``)
+# frame columns of the measured per-modality availability a record carries (``record.availability``)
 AVAILABILITY_PREFIX = "availability/"
 
 
 # ... and the same share among the nodes the data gives the modality at all (availability /
-# ``record["coverage"]``), where the record states its coverage (the KG track)
+# ``record.coverage``), where the record states its coverage (the KG track)
 COVERED_PREFIX = "covered_availability/"
 
 
@@ -72,7 +73,7 @@ def availability_columns(frame: pd.DataFrame, prefix: str = AVAILABILITY_PREFIX)
 _NUMERIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
-def load_records(path: str | Path) -> list[dict[str, Any]]:
+def load_records(path: str | Path) -> list[Record]:
     """Read one JSON object per line; blank lines are skipped, anything else is an error.
 
     A corrupt line is reported with file and line number so a half-written record (a run
@@ -85,7 +86,7 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
         raise DataError(f"results file not found: {path}") from None
     except OSError as exc:
         raise DataError(f"cannot read results file {path}: {exc.strerror}") from None
-    records: list[dict[str, Any]] = []
+    records: list[Record] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -95,7 +96,10 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
             raise DataError(f"{path}:{lineno}: corrupt result record ({exc.msg})") from None
         if not isinstance(obj, dict):
             raise DataError(f"{path}:{lineno}: result record is a {type(obj).__name__}, expected an object")
-        records.append(obj)
+        try:
+            records.append(Record.from_dict(obj))
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"{path}:{lineno}: {exc}") from None
     return records
 
 
@@ -104,11 +108,11 @@ def metric_column(metric: str) -> str:
     return metric if "/" in metric else f"test/{metric}"
 
 
-def param_keys(records: Iterable[Mapping[str, Any]]) -> list[str]:
+def param_keys(records: Iterable[Record]) -> list[str]:
     """Union of the param keys of all records, in first-seen order."""
     keys: dict[str, None] = {}
     for rec in records:
-        for key in rec.get("params") or {}:
+        for key in rec.params or {}:
             keys.setdefault(key, None)
     return list(keys)
 
@@ -120,13 +124,14 @@ def _cell_value(value: Any) -> Any:
     return value
 
 
-def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+def records_frame(records: Sequence[Record | Mapping[str, Any]]) -> pd.DataFrame:
     """One row per record: params (columns named like the keys), top-level fields, metrics
     (columns like 'test/accuracy'), error and provenance fields.
 
     The index is the record's position in ``records`` so callers can go back to the raw
-    record (e.g. for its curves) after filtering.
+    record (e.g. for its curves) after filtering. JSON objects are read as records (``as_records``).
     """
+    records = as_records(records)
     pkeys = param_keys(records)
     fixed = set(TOP_LEVEL_FIELDS) | set(PROVENANCE_FIELDS) | set(ERROR_FIELDS)
     clash = sorted(fixed.intersection(pkeys))
@@ -135,27 +140,22 @@ def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     metric_keys: dict[str, None] = {}
     availability_keys: dict[str, None] = {}
-    for i, rec in enumerate(records):
-        if not isinstance(rec, Mapping):
-            raise DataError(f"result record {i} is a {type(rec).__name__}, expected an object")
-        status = rec.get("status")
-        if status not in ("ok", "failed"):
-            raise DataError(f"result record {i} has status {status!r}; expected 'ok' or 'failed'")
-        row: dict[str, Any] = {k: _cell_value(v) for k, v in (rec.get("params") or {}).items()}
+    for rec in records:
+        row: dict[str, Any] = {k: _cell_value(v) for k, v in (rec.params or {}).items()}
         for key in TOP_LEVEL_FIELDS:
-            row[key] = rec.get(key)
-        error = rec.get("error") or {}
+            row[key] = getattr(rec, key)
+        error = rec.error or {}
         row["error_round"] = error.get("round") if isinstance(error, Mapping) else None
         row["error_reason"] = error.get("reason") if isinstance(error, Mapping) else str(error)
-        prov = rec.get("provenance") or {}
+        prov = rec.provenance or {}
         for key in PROVENANCE_FIELDS:
             value = prov.get(key)
             row[key] = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
-        for key, value in (rec.get("metrics") or {}).items():
+        for key, value in (rec.metrics or {}).items():
             metric_keys.setdefault(key, None)
             row[key] = np.nan if value is None else value
-        coverage = rec.get("coverage") or {}
-        for modality, share in (rec.get("availability") or {}).items():
+        coverage = rec.coverage or {}
+        for modality, share in (rec.availability or {}).items():
             key = AVAILABILITY_PREFIX + modality
             availability_keys.setdefault(key, None)
             row[key] = share

@@ -19,6 +19,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
+from benchmark.record import Record
 from benchmark.errors import ConfigError
 from benchmark.report.curve_metrics import curve_auc
 from benchmark.report.plot_common import (
@@ -236,7 +237,7 @@ def _facets_figure(series: Sequence[Series], ticks: Sequence[float], log_x: bool
 
 
 def robustness_plot(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record | Mapping[str, Any]],
     x: str,
     metric: str,
     *,
@@ -283,7 +284,7 @@ def robustness_plot(
 
 
 def robustness_auc(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record | Mapping[str, Any]],
     x: str,
     metric: str,
     *,

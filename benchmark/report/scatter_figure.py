@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from benchmark.record import Record
 from benchmark.errors import ConfigError, DataError
 from benchmark.report.plot_common import (
     _hue_order,
@@ -32,7 +33,7 @@ from benchmark.report.records import aggregate, select_records, value_key
 from benchmark.report.tables import metric_label, with_record_metrics
 
 
-def point_means(records: Sequence[Mapping[str, Any]], x: str, y: str, *, hue: str = "algorithm.name",
+def point_means(records: Sequence[Record | Mapping[str, Any]], x: str, y: str, *, hue: str = "algorithm.name",
                 filters: Mapping[str, Any] | None = None, hue_order: Sequence[Any] | None = None,
                 what: str = "score vs cost") -> pd.DataFrame:
     """Per ``hue`` value (rows, in ``hue_order``): mean and seed std of ``x`` and ``y`` over
@@ -74,7 +75,7 @@ def label_lifts(x: Sequence[float], y: Sequence[float], near_x: float = 0.15, he
 
 
 def score_vs_cost(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record | Mapping[str, Any]],
     x: str,
     y: str,
     *,

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from benchmark.record import Record
 from benchmark.errors import ConfigError, DataError
 from benchmark.report.plot_common import (
     _hue_order,
@@ -50,7 +51,7 @@ STAGE_COLORS = {"client_ms": 0, "download_ms": 1, "upload_ms": 2, "server_ms": 3
 ZOOM_SHARE = 0.1  # zoom="auto" redraws a part whose tallest segment is under this share of the tallest bar
 
 
-def stack_means(records: Sequence[Mapping[str, Any]], parts: Sequence[str], *, hue: str = "algorithm.name",
+def stack_means(records: Sequence[Record | Mapping[str, Any]], parts: Sequence[str], *, hue: str = "algorithm.name",
                 filters: Mapping[str, Any] | None = None, hue_order: Sequence[Any] | None = None,
                 what: str = "stacked bars", weights: Mapping[str, float] | str | None = None,
                 total: str | None = None) -> pd.DataFrame:
@@ -67,7 +68,8 @@ def stack_means(records: Sequence[Mapping[str, Any]], parts: Sequence[str], *, h
     if not parts:
         raise ConfigError(f"{what}: needs at least one part")
     metrics = [*parts, total] if total else list(parts)
-    frame = _prepare(with_record_metrics(records, metrics), [hue], filters, what)
+    records = with_record_metrics(records, metrics)
+    frame = _prepare(records, [hue], filters, what)
     cols = [_metric_col(frame, p, what) for p in parts]
     total_col = _metric_col(frame, total, what) if total else None
     selected, exclusions = select_records(frame, [hue])
@@ -95,7 +97,7 @@ def _complete(ok: pd.DataFrame, cols: Sequence[str], hue: str, parts: Sequence[s
     return keep
 
 
-def _weights(records: Sequence[Mapping[str, Any]], index: Sequence[int], parts: Sequence[str],
+def _weights(records: Sequence[Record | Mapping[str, Any]], index: Sequence[int], parts: Sequence[str],
              weights: Mapping[str, float] | str | None, what: str) -> dict[str, float]:
     """Each part's weight (empty without ``weights``); a field the records disagree on, or a
     part it has no weight for, is an error."""
@@ -186,7 +188,7 @@ def _weights_line(parts: Sequence[str], part_labels: Mapping[str, str] | None, w
 
 
 def stacked_bars(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record | Mapping[str, Any]],
     parts: Sequence[str],
     *,
     hue: str = "algorithm.name",

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmark.record import Record
 from benchmark.errors import ConfigError, closest
 from benchmark.report.contrast_figure import CONTRAST_PLOT_KINDS
 from benchmark.report.kg_figures import KG_PLOT_KINDS
@@ -24,7 +25,7 @@ def plot_kinds() -> dict[str, Any]:
             **SCATTER_PLOT_KINDS}
 
 
-def suite_plots(suite: str, specs: Sequence[Mapping[str, Any]] | None, records: Sequence[Mapping[str, Any]],
+def suite_plots(suite: str, specs: Sequence[Mapping[str, Any]] | None, records: Sequence[Record | Mapping[str, Any]],
                 out_prefix: str | Path) -> list[Path]:
     """Every figure of a suite's ``plots:`` section; each entry picks its function with ``kind``
     (robustness, the default; heatmap; round_curve; stacked_bar...) and passes the other keys as its arguments.

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.record import Record, latest_records
 from benchmark.report.tables import TableOutput, make_table
 
 
@@ -51,17 +52,16 @@ def suite_table_specs(suite: Any, scale: str) -> list[SuiteTableSpec]:
     return out
 
 
-def make_suite_tables(suite: Any, records: list[dict[str, Any]], scale: str) -> list[SuiteTable]:
+def make_suite_tables(suite: Any, records: list[Record], scale: str) -> list[SuiteTable]:
     """Every table of the suite, rendered from ``records``."""
     return [SuiteTable(t.stem, make_table(records, t.spec, title=t.title)) for t in suite_table_specs(suite, scale)]
 
 
-def suite_records(suite: Any, scale: str, results_dir: str | Path) -> list[dict[str, Any]]:
+def suite_records(suite: Any, scale: str, results_dir: str | Path) -> list[Record]:
     """The newest record of each of the suite's cells at ``scale`` in ``results_dir`` (none when
     the store does not exist); of each cell the store holds while the store is pending a re-run
     (``results/pending_rerun.json``): until the re-run lands it reports what it was made from."""
     from benchmark.results import ResultStore, pending_stores
-    from benchmark.sweep import latest_records
 
     ids = None if suite.name in pending_stores(results_dir) else {c.cell_id for c in suite.cells(scale)}
     return latest_records(ResultStore(suite.results_path(results_dir, scale)).read(), ids)

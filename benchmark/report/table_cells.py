@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmark.record import Record
 from benchmark.errors import ConfigError, DataError, closest
 from benchmark.report.fidelity import Fidelity, FidelityCell, kendall_fidelity
 from benchmark.report.flags import (
@@ -134,7 +135,7 @@ class _Layout:
 def _measured_availability(selected: pd.DataFrame, spec: _Spec,
                            prefix: str = AVAILABILITY_PREFIX) -> dict[RowKey, dict[str, tuple[float, float]]]:
     """Per column group, the (min, max) over its successful runs of each modality's measured
-    availability (``record["availability"]``; with ``COVERED_PREFIX`` the share among the
+    availability (``record.availability``; with ``COVERED_PREFIX`` the share among the
     nodes the data gives the modality), so a caption says what the models met rather
     than only the rate the masker was given. Records from before the field existed add nothing."""
     present = availability_columns(selected, prefix)
@@ -152,7 +153,7 @@ def _measured_availability(selected: pd.DataFrame, spec: _Spec,
     return out
 
 
-def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, pd.DataFrame]:
+def _build(records: Sequence[Record | Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, pd.DataFrame]:
     if not records:
         raise DataError("no result records to tabulate")
     frame = records_frame(records)
@@ -297,7 +298,7 @@ def _build(records: Sequence[Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, 
     return layout, out
 
 
-def _cell_records(records: Sequence[Mapping[str, Any]], selected: pd.DataFrame,
+def _cell_records(records: Sequence[Record | Mapping[str, Any]], selected: pd.DataFrame,
                   spec: _Spec) -> dict[tuple[RowKey, RowKey], list[Mapping[str, Any]]]:
     """The records each (row, column group) averages (the frame's index is a record's position)."""
     out: dict[tuple[RowKey, RowKey], list[Mapping[str, Any]]] = {}
@@ -322,7 +323,7 @@ def _mark_below_reference(cells: dict[tuple[RowKey, RowKey, str], _Cell], rows: 
             for row in rows:
                 cell = cells[(row, group, metric)]
                 recs = cell_records.get((row, group), [])
-                shared = recs and not any((r.get("algorithm") or {}).get("personalized") for r in recs)
+                shared = recs and not any((r.algorithm or {}).get("personalized") for r in recs)
                 if reference_of(row, spec.rows) is None and cell.kind == "value" and shared and cell.flags is not None:
                     cell.flags.below_reference = below_reference(cell.mean, lin.mean, ch.mean,
                                                                  metric not in spec.lower_is_better, 2 * lin.std)

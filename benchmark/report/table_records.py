@@ -5,51 +5,56 @@ because their method does not declare the column's task. Part of
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
+from benchmark.record import Record, as_records
 from benchmark.report.records import metric_column, value_key
 from benchmark.report.table_spec import RECORD_METRICS, _Spec
 from benchmark.report.table_text import RowKey
 
 
-def record_field(rec: Any, path: str) -> Any:
-    """The value at a dotted field path of a record (None where any step is missing)."""
-    value = rec
-    for step in path.split("."):
+def record_field(rec: Record, path: str) -> Any:
+    """The value at a dotted field path of a record (None where any step is missing): the
+    first step names a :class:`Record` field, the rest keys inside it (``cost.client_s``)."""
+    head, *rest = path.split(".")
+    value = getattr(rec, head, None)
+    for step in rest:
         value = value.get(step) if isinstance(value, Mapping) else None
     return value
 
 
-def with_record_metrics(records: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> list[Mapping[str, Any]]:
-    """Copies of the records whose ``metrics`` also hold the cost fields listed (tables and
-    figures read them as ``test/<name>``)."""
+def with_record_metrics(records: Sequence[Record | Mapping[str, Any]], metrics: Sequence[str]) -> list[Record]:
+    """The records (JSON objects read as records), as copies whose ``metrics`` also hold the
+    cost fields listed (tables and figures read them as ``test/<name>``)."""
+    records = as_records(records)
     wanted = [m for m in metrics if m in RECORD_METRICS]
     if not wanted:
-        return list(records)
-    out: list[Mapping[str, Any]] = []
+        return records
+    out: list[Record] = []
     for rec in records:
         extra = {}
         for m in wanted:
             fld, factor = RECORD_METRICS[m]
             value = record_field(rec, fld)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and rec.get("status") == "ok":
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and rec.ok:
                 extra[metric_column(m)] = float(value) * factor
-        out.append({**rec, "metrics": {**(rec.get("metrics") or {}), **extra}} if extra else rec)
+        out.append(replace(rec, metrics={**rec.metrics, **extra}) if extra else rec)
     return out
 
 
-def _record_task(rec: Mapping[str, Any]) -> str | None:
+def _record_task(rec: Record) -> str | None:
     """The task a record ran: its task.name param, else its config (failed records may lack it)."""
-    params = rec.get("params") or {}
+    params = rec.params or {}
     if "task.name" in params:
         return str(params["task.name"])
-    task = ((rec.get("config") or {}).get("task") or {}).get("name")
+    task = ((rec.config or {}).get("task") or {}).get("name")
     return str(task) if task else None
 
 
-def _undeclared_cells(records: Sequence[Mapping[str, Any]], frame: pd.DataFrame, spec: _Spec,
+def _undeclared_cells(records: Sequence[Record], frame: pd.DataFrame, spec: _Spec,
                       rows: list[RowKey], groups: list[RowKey]) -> set[tuple[RowKey, RowKey]]:
     """(row, group) cells whose method does not declare the cell's task (printed N/A).
 

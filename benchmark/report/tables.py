@@ -32,6 +32,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmark.record import Record
 from benchmark.report.fidelity import Fidelity
 from benchmark.report.table_cells import _build
 from benchmark.report.table_records import RECORD_METRICS, with_record_metrics
@@ -52,7 +53,7 @@ class TableOutput:
     fidelity: Fidelity | None = None  # only for a ranking table (emphasis on) with paper numbers
 
 
-def make_table(records: Sequence[Mapping[str, Any]], spec: Mapping[str, Any], title: str = "") -> TableOutput:
+def make_table(records: Sequence[Record | Mapping[str, Any]], spec: Mapping[str, Any], title: str = "") -> TableOutput:
     """Render ``records`` as a paper-style table following a suite's ``table:`` spec."""
     parsed = _parse_spec(spec)
     title = title or str(spec.get("title") or "")

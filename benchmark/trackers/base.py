@@ -4,7 +4,7 @@ A tracker hears three events of one run, one method each:
 
 * ``start(config, tags)``: the flattened config (dotted keys, plain values) and the run's
   provenance as string tags (git sha, device, versions...);
-* ``log_round(round, metrics)``: what the engine keeps in ``record["curves"]`` for that round
+* ``log_round(round, metrics)``: what the engine keeps in ``record.curves`` for that round
   (the validation and test primary metric when evaluated, bytes up and down, seconds, and
   any other split a method reports), missing values left out;
 * ``finish(record)``: the result record; a tracker logs its ``metrics`` (the best round's
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from benchmark.errors import ConfigError, first_line
+from benchmark.record import Record
 from benchmark.registry import TRACKERS
 from benchmark.dotted import flatten
 from benchmark.safe_yaml import clip
@@ -99,10 +100,10 @@ class Tracker(ABC):
 
     @abstractmethod
     def log_round(self, round: int, metrics: dict[str, float]) -> None:
-        """One round's curves (``record["curves"]`` at that round, unmeasured ones left out)."""
+        """One round's curves (``record.curves`` at that round, unmeasured ones left out)."""
 
     @abstractmethod
-    def finish(self, record: dict[str, Any]) -> None:
+    def finish(self, record: Record) -> None:
         """The run ended with ``record``: log its final metrics and status, release everything."""
 
     def close(self) -> None:
@@ -189,7 +190,7 @@ class Trackers:
         for i in range(len(history.get("round", [])) if self.active else 0):
             self.log_round(history, i)
 
-    def finish(self, record: dict[str, Any] | None) -> None:
+    def finish(self, record: Record | None) -> None:
         """Hand every tracker the record and release it; None (the run raised): only release."""
         if record is not None:
             self._each("finish", record)

@@ -6,6 +6,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from benchmark.record import Record
 from benchmark.registry import TRACKERS
 from benchmark.trackers.base import Tracker, as_text
 
@@ -52,12 +53,10 @@ class CSVTracker(Tracker):
         with open(path, "a", newline="", encoding="utf-8") as f:
             csv.writer(f).writerow([row.get(c, "") for c in self.columns])
 
-    def finish(self, record: dict[str, Any]) -> None:
-        rows: list[list[Any]] = [["key", "value"], ["status", record.get("status", "")],
-                                 ["best_round", record.get("best_round", "")],
-                                 ["rounds_run", record.get("rounds_run", "")]]
-        reason = (record.get("error") or {}).get("reason")
-        if reason:
-            rows.append(["error", reason])
-        rows += [[k, v] for k, v in (record.get("metrics") or {}).items()]
+    def finish(self, record: Record) -> None:
+        rows: list[list[Any]] = [["key", "value"], ["status", record.status], ["best_round", record.best_round],
+                                 ["rounds_run", record.rounds_run]]
+        if record.reason:
+            rows.append(["error", record.reason])
+        rows += [[k, v] for k, v in record.metrics.items()]
         _write(self.run_dir / FINAL_FILE, rows)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from benchmark.record import Record
 from benchmark.registry import TRACKERS
 from benchmark.safe_yaml import clip
 from benchmark.trackers.base import Tracker, as_text
@@ -103,17 +104,16 @@ class MLflowTracker(Tracker):
     def log_round(self, round: int, metrics: dict[str, float]) -> None:
         self._metrics(metrics, round)
 
-    def finish(self, record: dict[str, Any]) -> None:
-        step = max(int(record.get("best_round", -1)), 0)
-        final = {f"{FINAL}{k}": v for k, v in (record.get("metrics") or {}).items()
+    def finish(self, record: Record) -> None:
+        step = max(record.best_round, 0)
+        final = {f"{FINAL}{k}": v for k, v in record.metrics.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        final["best_round"] = record.get("best_round", -1)
+        final["best_round"] = record.best_round
         self._metrics(final, step)
-        status = str(record.get("status", ""))
+        status = record.status
         self.client.set_tag(self.run_id, "status", status)
-        reason = (record.get("error") or {}).get("reason")
-        if reason:
-            self.client.set_tag(self.run_id, "error", clip(str(reason), MAX_TAG_CHARS))
+        if record.reason:
+            self.client.set_tag(self.run_id, "error", clip(record.reason, MAX_TAG_CHARS))
         run_id, self.run_id = self.run_id, None
         self.client.set_terminated(run_id, "FINISHED" if status == "ok" else "FAILED")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchmark.record import Record
 from benchmark.registry import TRACKERS
 from benchmark.trackers.base import Tracker, as_text
 
@@ -57,14 +58,14 @@ class TensorBoardTracker(Tracker):
         for key, value in metrics.items():
             self._scalar(key, value, round)
 
-    def finish(self, record: dict[str, Any]) -> None:
-        step = max(int(record.get("best_round", -1)), 0)
-        final = {f"{FINAL}{k}": float(v) for k, v in (record.get("metrics") or {}).items()
+    def finish(self, record: Record) -> None:
+        step = max(record.best_round, 0)
+        final = {f"{FINAL}{k}": float(v) for k, v in record.metrics.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool)}
         for key, value in final.items():
             self._scalar(key, value, step)
-        reason = (record.get("error") or {}).get("reason")
-        self.writer.add_text("status", str(record.get("status", "")) + (f": {reason}" if reason else ""), step)
+        reason = record.reason
+        self.writer.add_text("status", record.status + (f": {reason}" if reason else ""), step)
         # the hparams tab: this run's config beside its final metrics (in this run's own folder)
         for summary in self._summary.hparams({k: _hparam(v) for k, v in self.config.items()}, final):
             self.writer.file_writer.add_summary(summary)

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import tomllib
+from typing import Any
 from pathlib import Path
 
 APP = Path(__file__).resolve().parent
@@ -62,7 +63,8 @@ def _fail(code: int, message: str) -> int:
     return code
 
 
-def read_records(path: Path) -> list[dict]:
+def read_records(path: Path) -> list[Any]:
+    """The store's records (``benchmark.record.Record``), none when it does not exist yet."""
     from benchmark.results import ResultStore
 
     return ResultStore(path).read() if path.is_file() else []
@@ -106,12 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(1, f"no record was written to {results} (flwr run exited {proc.returncode}); "
                         "the stream above says why")
     rec = new[-1]
-    if rec.get("status") != "ok":
-        error = rec.get("error") or {}
-        reason = error.get("reason") if isinstance(error, dict) else error
-        return _fail(1, f"the run failed: {reason}")
-    tests = {k: round(v, 4) for k, v in (rec.get("metrics") or {}).items() if k.startswith("test/")}
-    print(f"run_cell: ok, {rec.get('rounds_run')} rounds, {tests}, record in {results}")
+    if not rec.ok:
+        return _fail(1, f"the run failed: {rec.reason}")
+    tests = {k: round(v, 4) for k, v in rec.metrics.items() if k.startswith("test/")}
+    print(f"run_cell: ok, {rec.rounds_run} rounds, {tests}, record in {results}")
     return 0
 
 

@@ -151,6 +151,6 @@ def guard_text(row: Row) -> str:
 
 def failure_text(row: Row) -> str:
     """Each failed seed of a row with its reason, one phrase per seed."""
-    reasons = sorted({f"seed {r.get('seed')}: {(r.get('error') or {}).get('reason', 'unknown error')}"
+    reasons = sorted({f"seed {r.seed}: {r.reason or 'unknown error'}"
                       for r in row.failed})
     return "; ".join(reasons)

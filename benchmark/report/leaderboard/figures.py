@@ -68,8 +68,8 @@ def plot_sections(sections: Sequence[Section], out_dir: Path) -> None:
         for i, (key, rest) in enumerate(list(combos.items())[:MAX_PLOTS_PER_SECTION]):
             records = [rec for r in current if json.dumps(_setting(r), sort_keys=True, default=str) == key
                        for rec in r.records]
-            rates = {(rec.get("params") or {}).get(ROBUSTNESS_X) for rec in records}
-            if ROBUSTNESS_X not in (records[0].get("params") or {}) or len(rates - {None}) < 2:
+            rates = {(rec.params or {}).get(ROBUSTNESS_X) for rec in records}
+            if ROBUSTNESS_X not in (records[0].params or {}) or len(rates - {None}) < 2:
                 continue  # one missing rate: no curve to draw
             title = figure_title(sec, rest)
             suffix = f"_{i}" if len(combos) > 1 else ""

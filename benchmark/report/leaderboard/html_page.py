@@ -85,19 +85,19 @@ def _provenance_html(section: Section, row: Row) -> str:
         ("suite / scale", f"{row.suite} / {row.scale}"),
         ("cell", json.dumps(row.params, sort_keys=True, default=str)),
         ("git sha", ", ".join(row.prov_values("git_sha")) or "unknown"),
-        ("uncommitted changes", ", ".join(sorted({str(bool((r.get("provenance") or {}).get("git_dirty")))
+        ("uncommitted changes", ", ".join(sorted({str(bool((r.provenance or {}).get("git_dirty")))
                                                    for r in row.records}))),
         ("artifact recipe", row.recipe or "unknown"),
         ("protocol", row.protocol or "unknown"),
         ("config hash", ", ".join(row.prov_values("config_hash")) or "unknown"),
     ]
-    for rec in sorted(row.records, key=lambda r: str(r.get("seed"))):
-        prov = rec.get("provenance") or {}
-        status = rec.get("status")
+    for rec in sorted(row.records, key=lambda r: str(r.seed)):
+        prov = rec.provenance or {}
+        status = rec.status
         if status != "ok":
-            status = f"failed: {(rec.get('error') or {}).get('reason', 'unknown error')}"
-        items.append((f"seed {rec.get('seed')}", f"artifact {prov.get('artifact_hash', 'unknown')}; {status}; "
-                                                  f"{rec.get('timestamp', '')}"))
+            status = f"failed: {rec.reason or 'unknown error'}"
+        items.append((f"seed {rec.seed}", f"artifact {prov.get('artifact_hash', 'unknown')}; {status}; "
+                                          f"{rec.timestamp}"))
     items.append(("device", ", ".join(row.prov_values("device")) or "unknown"))
     for v in row.prov_values("versions"):
         try:
@@ -105,7 +105,7 @@ def _provenance_html(section: Section, row: Row) -> str:
             items.append(("versions", ", ".join(f"{k} {versions[k]}" for k in sorted(versions))))
         except (json.JSONDecodeError, TypeError, AttributeError):
             items.append(("versions", v))
-    subs = {json.dumps(r.get("submission"), sort_keys=True) for r in row.records if r.get("submission")}
+    subs = {json.dumps(r.submission, sort_keys=True) for r in row.records if r.submission}
     for s in sorted(subs):
         items.append(("submission", s))
     dl = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in items)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmark.report.records import comparable_groups, records_frame
+from benchmark.record import Record, as_records
 
 ROBUSTNESS_X = "missing.rate"
 
@@ -40,7 +41,7 @@ def finite(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def record_scalars(record: Mapping[str, Any]) -> dict[str, float]:
+def record_scalars(record: Record) -> dict[str, float]:
     """Every number a row can show for one record.
 
     ``test/<m>`` (test score at the best validation round), ``worst_client/<m>`` (the lowest
@@ -49,11 +50,11 @@ def record_scalars(record: Mapping[str, Any]) -> dict[str, float]:
     Missing or non-finite values are left out rather than turned into zeros.
     """
     out: dict[str, float] = {}
-    for key, value in (record.get("metrics") or {}).items():
+    for key, value in (record.metrics or {}).items():
         v = finite(value)
         if v is not None and str(key).startswith("test/"):
             out[str(key)] = v
-    for key, values in (record.get("per_client") or {}).items():
+    for key, values in (record.per_client or {}).items():
         vals = [v for v in (finite(x) for x in values or []) if v is not None]
         if not vals or not str(key).startswith("test/"):
             continue
@@ -61,7 +62,7 @@ def record_scalars(record: Mapping[str, Any]) -> dict[str, float]:
         out[f"worst_client/{name}"] = min(vals)
         out[f"spread/{name}"] = statistics.pstdev(vals) if len(vals) > 1 else 0.0
     for key in ("bytes_per_round", "seconds_per_round"):
-        v = finite(record.get(key))
+        v = finite(getattr(record, key))
         if v is not None:
             out[key] = v
     return out
@@ -92,7 +93,7 @@ class Row:
     params: dict[str, Any]
     recipe: str
     protocol: str
-    records: list[dict[str, Any]]
+    records: list[Record]
     current: bool = True
     stats: dict[str, Stat] = field(default_factory=dict)
     auc: float = math.nan
@@ -103,7 +104,7 @@ class Row:
 
     def _config(self, section: str) -> dict[str, Any]:
         for rec in self.records:
-            cfg = (rec.get("config") or {}).get(section)
+            cfg = (rec.config or {}).get(section)
             if isinstance(cfg, dict):
                 return cfg
         return {}
@@ -137,21 +138,21 @@ class Row:
 
     @property
     def ok(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r.get("status") == "ok"]
+        return [r for r in self.records if r.ok]
 
     @property
     def failed(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r.get("status") != "ok"]
+        return [r for r in self.records if not r.ok]
 
     @property
     def latest(self) -> str:
-        return max((str(r.get("timestamp") or "") for r in self.records), default="")
+        return max((r.timestamp or "" for r in self.records), default="")
 
     def prov_values(self, key: str) -> list[str]:
         """Distinct values of one provenance field over the row's records, in seed order."""
         seen: dict[str, None] = {}
-        for rec in sorted(self.records, key=lambda r: str(r.get("seed"))):
-            value = (rec.get("provenance") or {}).get(key)
+        for rec in sorted(self.records, key=lambda r: str(r.seed)):
+            value = (rec.provenance or {}).get(key)
             if value is not None and value != "":
                 seen.setdefault(json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value))
         return list(seen)
@@ -162,30 +163,31 @@ class Row:
         plus the submission file's hash for submitted methods."""
         out: dict[str, None] = {}
         for rec in self.records:
-            prov = rec.get("provenance") or {}
+            prov = rec.provenance or {}
             sha = str(prov.get("git_sha") or "unknown")
             text = (sha[:10] if sha != "unknown" else sha) + ("+dirty" if prov.get("git_dirty") else "")
-            sub = rec.get("submission") or {}
+            sub = rec.submission or {}
             if sub.get("sha256"):
                 text += f" / {sub.get('file', 'submission')}@{str(sub['sha256'])[:10]}"
             out.setdefault(text)
         return list(out) or ["unknown"]
 
 
-def group_rows(suite: str, scale: str, records: Iterable[Mapping[str, Any]]) -> list[Row]:
+def group_rows(suite: str, scale: str, records: Iterable[Record | Mapping[str, Any]]) -> list[Row]:
     """One row per comparable group of one store's records (cells are the records' grid params).
 
     Records that are not finished runs (no 'ok' or 'failed' status) are skipped. Rows come in
     the order their first record was appended; each carries the seed statistics of its records.
     """
-    kept = [dict(r) for r in records if isinstance(r, Mapping) and r.get("status") in ("ok", "failed")]
+    kept = as_records(item for item in records if isinstance(item, Record)
+                      or (isinstance(item, Mapping) and item.get("status") in ("ok", "failed")))
     if not kept:
         return []
     frame = records_frame(kept)
     rows = []
     for group in comparable_groups(frame, frame.attrs["param_keys"]):
         members = [kept[i] for i in group.index]
-        params = json.loads(json.dumps(members[0].get("params") or {}, sort_keys=True, default=str))
+        params = json.loads(json.dumps(members[0].params or {}, sort_keys=True, default=str))
         row = Row(suite=suite, scale=scale, params=params, recipe=group.recipe, protocol=group.protocol,
                   records=members, current=group.current)
         scalars = [record_scalars(r) for r in row.ok]

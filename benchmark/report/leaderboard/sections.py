@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark.record import Record
 from benchmark.errors import BenchmarkError
 from benchmark.report.fidelity_summary import FidelityRow
 from benchmark.report.leaderboard.rows import ROBUSTNESS_X, Row, attach_auc, group_rows, primary_metric_for
@@ -168,7 +169,7 @@ def _labels(tables: list[Mapping[str, Any]], rows: list[Row],
     return labels, values, headers
 
 
-def make_section(suite: str, scale: str, records: list[dict[str, Any]]) -> Section | None:
+def make_section(suite: str, scale: str, records: list[Record]) -> Section | None:
     """The section of one store: rows, metrics (primary first when the spec names none), AUCs,
     and the display order (current rows first, then by setting, rate and primary score).
 
