@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -26,6 +26,9 @@ class GraphDataset:
     simulated missingness is stacked on top of it by a masker. ``edge_index`` holds both
     directions of every undirected edge, without self-loops.
     """
+
+    #: which federation builder takes it (``registry.FEDERATION_BUILDERS``)
+    kind: ClassVar[str] = "graph"
 
     name: str
     features: dict[str, Tensor]          # modality -> [N, d_m] float

@@ -113,6 +113,9 @@ ALGORITHMS: Registry[Any] = Registry("algorithm")
 METRICS: Registry[Any] = Registry("metric")
 #: experiment trackers a run reports to (``output.trackers``; benchmark/trackers)
 TRACKERS: Registry[Any] = Registry("tracker")
+#: how a loaded dataset becomes a federation, keyed by the dataset's ``kind`` (graph, kg, amfl):
+#: ``builder(cfg, dataset, loader) -> FederatedData`` (data_prep/build.py, kg/build.py, amfl/build.py)
+FEDERATION_BUILDERS: Registry[Any] = Registry("federation builder")
 
 
 PLUGIN_PACKAGES = ("benchmark.tasks", "benchmark.models", "benchmark.metrics", "benchmark.trackers", "data_prep",

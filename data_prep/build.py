@@ -270,23 +270,22 @@ def build_federation(cfg: RunConfig) -> FederatedData:
     """
     _check_run(cfg)
     ds_cls, ds_cfg = resolve_component(R.DATASETS, cfg.dataset, "dataset")
+    resolve_component(R.PARTITIONERS, cfg.partition, "partition")  # every option checked before any load
+    resolve_component(R.MASKERS, cfg.missing, "missing")
+    root = Path(cfg.dataset.root) if cfg.dataset.root else None
+    dataset = ds_cls(ds_cfg).load(root)
+    kind = getattr(type(dataset), "kind", None)
+    if not isinstance(kind, str) or kind not in R.FEDERATION_BUILDERS:  # one line naming the loader
+        check_graph(f"dataset '{cfg.dataset.name}' ({ds_cls.__name__}.load)", dataset)
+    return R.FEDERATION_BUILDERS.get(kind)(cfg, dataset, ds_cls)
+
+
+@R.FEDERATION_BUILDERS.register("graph")
+def build_graph_federation(cfg: RunConfig, dataset: GraphDataset, loader: type) -> FederatedData:
+    """Partition a graph, simulate missingness, split, and build every client (cached by hash)."""
     part_cls, part_cfg = resolve_component(R.PARTITIONERS, cfg.partition, "partition")
     mask_cls, mask_cfg = resolve_component(R.MASKERS, cfg.missing, "missing")
-
-    root = Path(cfg.dataset.root) if cfg.dataset.root else None
-    dataset: GraphDataset = ds_cls(ds_cfg).load(root)
-    from data_prep.amfl.source import AMFLSource
-
-    if isinstance(dataset, AMFLSource):  # AMFL simulations have their own clients (data_prep/amfl/build.py)
-        from data_prep.amfl.build import build_amfl_federation
-
-        return build_amfl_federation(cfg, dataset)
-    from data_prep.kg.dataset import KGDataset
-
-    if isinstance(dataset, KGDataset):  # the KG track has its own clients (data_prep/kg/build.py)
-        from data_prep.kg.build import build_kg_federation
-
-        return build_kg_federation(cfg, dataset)
+    ds_cls = loader
     for what, cls, section in (("partition", part_cls, cfg.partition), ("missing", mask_cls, cfg.missing)):
         only = getattr(cls, "only_for", None)  # a KG or AMFL component: it has no graph method to call
         if only:

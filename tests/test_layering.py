@@ -214,3 +214,43 @@ def test_every_reader_of_results_takes_a_record():
              for n, line in enumerate(p.read_text().splitlines(), 1) if DICT_READ.search(line)]
     assert not found, "records read as dicts:\n" + "\n".join(found)
     assert DICT_READ.search('x = rec.get("metrics") or {}') and DICT_READ.search("r['status']")
+
+
+def test_a_dataset_kind_picks_its_federation_builder(tmp_path):
+    """Issue 30: one builder registry keyed by the loaded dataset's ``kind``; build_federation
+    asks it instead of testing the dataset's class, and a loader whose result declares no kind
+    is one line naming the loader."""
+    import types
+
+    from benchmark import registry as R
+    from benchmark.config import build_run_config
+    from benchmark.errors import ContractError
+    from benchmark.federation import GraphDataset
+    from data_prep import build
+    from data_prep.amfl.source import AMFLSource
+    from data_prep.kg.dataset import KGDataset
+
+    load_plugins()
+    assert {c.kind for c in (GraphDataset, KGDataset, AMFLSource)} == set(R.FEDERATION_BUILDERS.names()) == {
+        "graph", "kg", "amfl"}
+    source = (ROOT / "data_prep" / "build.py").read_text()
+    assert "isinstance(dataset, AMFLSource)" not in source and "isinstance(dataset, KGDataset)" not in source
+    seen = []
+    R.FEDERATION_BUILDERS.register("probe")(lambda cfg, ds, loader: seen.append((ds, loader)) or "built")
+    synthetic = R.DATASETS.get("synthetic")
+    try:
+        cfg = build_run_config({"dataset": {"name": "synthetic", "num_nodes": 200}, "partition": {"num_clients": 3},
+                                "output": {"cache_dir": str(tmp_path)}})
+        graph = synthetic(synthetic.Config(num_nodes=200)).load()
+        probe = types.new_class("ProbeDataset", (), exec_body=lambda ns: ns.update(kind="probe"))
+        original = synthetic.load
+        synthetic.load = lambda self, root=None: probe()
+        assert build.build_federation(cfg) == "built" and seen[0][1] is synthetic
+        synthetic.load = lambda self, root=None: {"not": "a dataset"}
+        with pytest.raises(ContractError, match=r"synthetic.*\.load\) returned a dict; expected a GraphDataset"):
+            build.build_federation(cfg)
+        synthetic.load = original
+        assert build.build_federation(cfg).clients and graph.kind == "graph"
+    finally:
+        synthetic.load = original
+        R.FEDERATION_BUILDERS.unregister("probe")

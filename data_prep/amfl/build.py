@@ -62,7 +62,8 @@ def make_client(cid: int, plan: ClientPlan, source: AMFLSource, noise: float, se
         arch=plan.arch, token_dims={m: source.token_dims.get(m, source.feature_dims[m]) for m in feats})
 
 
-def build_amfl_federation(cfg: RunConfig, source: AMFLSource) -> FederatedData:
+@R.FEDERATION_BUILDERS.register("amfl")
+def build_amfl_federation(cfg: RunConfig, source: AMFLSource, loader: type | None = None) -> FederatedData:
     """Validate the run against the AMFL protocol, draw the population, build the clients."""
     if cfg.partition.name != "amfl_population":
         raise ConfigError(f"dataset '{source.name}' is an AMFL simulation: partition.name must be amfl_population, "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -23,6 +24,9 @@ from data_prep.amfl.dealers import Dealer, GraphDealer, PoolDealer
 @dataclass
 class AMFLSource:
     """Samples with one row per modality each, a global label, and how to tokenize each modality."""
+
+    #: which federation builder takes it (``registry.FEDERATION_BUILDERS``)
+    kind: ClassVar[str] = "amfl"
 
     name: str
     features: dict[str, Tensor]          # modality -> [N, d_m] float32

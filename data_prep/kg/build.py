@@ -270,7 +270,8 @@ def pooled_kg_client(dataset: KGDataset, clients: list[KGClientData], fill: str,
     return make_kg_client(-1, ents, rels, splits, feats, avail)  # type: ignore[arg-type]
 
 
-def build_kg_federation(cfg: RunConfig, dataset: KGDataset | None = None) -> FederatedData:
+@R.FEDERATION_BUILDERS.register("kg")
+def build_kg_federation(cfg: RunConfig, dataset: KGDataset | None = None, loader: type | None = None) -> FederatedData:
     """Load (unless given), partition, deal items, mask, and build every KG client (cached)."""
     if cfg.missing.fill not in KG_FILLS:
         raise ConfigError(f"missing.fill must be random or zeros for a KG dataset, got '{cfg.missing.fill}'")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -32,6 +33,9 @@ class KGDataset:
     each row. ``item_text[m]`` (optional) keeps the raw strings of text items so that
     token-level statistics (Jaccard similarity) and re-encoding stay possible.
     """
+
+    #: which federation builder takes it (``registry.FEDERATION_BUILDERS``)
+    kind: ClassVar[str] = "kg"
 
     name: str
     entities: list[str]
