@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import torch
 from torch import Tensor
@@ -136,21 +137,18 @@ class ClientData:
     def num_train(self) -> int:
         return int(self.train_mask.sum())
 
-    def to(self, device: torch.device | str) -> "ClientData":
-        """A copy with every tensor on ``device``."""
-        return ClientData(
-            cid=self.cid,
-            global_ids=self.global_ids.to(device),
-            features={m: x.to(device) for m, x in self.features.items()},
-            available=self.available.to(device),
-            edge_index=self.edge_index.to(device),
-            y=None if self.y is None else self.y.to(device),
-            train_mask=self.train_mask.to(device),
-            val_mask=self.val_mask.to(device),
-            test_mask=self.test_mask.to(device),
-            num_classes=self.num_classes,
-            boundary_edges=self.boundary_edges.to(device),
-        )
+    def to(self, device: torch.device | str) -> Self:
+        """A copy of the same class with every tensor field, and every tensor in a dict field,
+        on ``device``; other fields are shared. The one move for every client type (graph, KG,
+        AMFL): a subclass's new tensor fields travel without code of its own."""
+        moved: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Tensor):
+                moved[f.name] = value.to(device)
+            elif isinstance(value, dict):
+                moved[f.name] = {k: v.to(device) if isinstance(v, Tensor) else v for k, v in value.items()}
+        return dataclasses.replace(self, **moved)
 
 
 @dataclass

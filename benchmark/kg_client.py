@@ -67,25 +67,5 @@ class KGClientData(ClientData):
         name = {"train": "train_triples", "val": "valid_triples", "valid": "valid_triples", "test": "test_triples"}[split]
         return getattr(self, name)
 
-    def to(self, device: torch.device | str) -> "KGClientData":
-        """A copy with every tensor on ``device`` (keeps the subclass, unlike the base)."""
-        return KGClientData(
-            cid=self.cid,
-            global_ids=self.global_ids.to(device),
-            features={m: x.to(device) for m, x in self.features.items()},
-            available=self.available.to(device),
-            edge_index=self.edge_index.to(device),
-            y=None,
-            train_mask=self.train_mask.to(device),
-            val_mask=self.val_mask.to(device),
-            test_mask=self.test_mask.to(device),
-            num_classes=self.num_classes,
-            boundary_edges=self.boundary_edges.to(device),
-            relations=self.relations.to(device),
-            train_triples=self.train_triples.to(device),
-            valid_triples=self.valid_triples.to(device),
-            test_triples=self.test_triples.to(device),
-        )
-
 
 __all__ = ["KGClientData", "empty_triples"]

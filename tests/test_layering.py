@@ -254,3 +254,40 @@ def test_a_dataset_kind_picks_its_federation_builder(tmp_path):
     finally:
         synthetic.load = original
         R.FEDERATION_BUILDERS.unregister("probe")
+
+
+def test_one_move_to_a_device_for_every_client_type():
+    """Issue 30: ``ClientData.to`` is the only ``to``; graph, KG and AMFL clients keep their
+    class and every field, tensors in dict fields included."""
+    import dataclasses
+
+    import torch
+
+    from benchmark.amfl.client import AMFLClientData
+    from benchmark.amfl.spec import ArchSpec, BlockSpec
+    from benchmark.federation import ClientData
+    from benchmark.kg_client import KGClientData
+
+    defs = [f"{p.relative_to(ROOT)}:{n.name}" for p in _py("benchmark", "baselines", "methods", "data_prep")
+            for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.ClassDef) and "ClientData" in n.name
+            and any(isinstance(f, ast.FunctionDef) and f.name == "to" for f in n.body)]
+    assert defs == ["benchmark/federation.py:ClientData"]
+    n = 4
+    base = dict(cid=1, global_ids=torch.arange(n), features={"text": torch.randn(n, 3)},
+                available=torch.ones(n, 1, dtype=torch.bool), edge_index=torch.tensor([[0, 1], [1, 0]]),
+                y=torch.zeros(n, dtype=torch.long), train_mask=torch.ones(n, dtype=torch.bool),
+                val_mask=torch.zeros(n, dtype=torch.bool), test_mask=torch.zeros(n, dtype=torch.bool), num_classes=2)
+    kg = KGClientData(**{**base, "y": None}, relations=torch.tensor([3, 5]), train_triples=torch.tensor([[0, 0, 1]]))
+    arch = ArchSpec(encoders=(("text", BlockSpec.make("mlp")),), fusion=None, trunk=BlockSpec.make("mlp"))
+    amfl = AMFLClientData(**base, arch=arch, token_dims={"text": 3})
+    for client in [ClientData(**base), kg, amfl]:
+        moved = client.to("cpu")
+        assert type(moved) is type(client) and moved is not client
+        for f in dataclasses.fields(client):
+            a, b = getattr(client, f.name), getattr(moved, f.name)
+            if isinstance(a, torch.Tensor):
+                assert torch.equal(a, b), f.name
+            elif isinstance(a, dict):
+                assert a.keys() == b.keys() and b is not a, f.name
+            else:
+                assert a == b, f.name

@@ -49,13 +49,3 @@ class AMFLClientData(ClientData):
     def rows(self, idx: Tensor) -> dict[str, Tensor]:
         """The client's features at rows ``idx``."""
         return {m: x[idx] for m, x in self.features.items()}
-
-    def to(self, device: torch.device | str) -> "AMFLClientData":
-        """A copy with every tensor on ``device`` (keeps the subclass and the spec)."""
-        return AMFLClientData(
-            cid=self.cid, global_ids=self.global_ids.to(device),
-            features={m: x.to(device) for m, x in self.features.items()}, available=self.available.to(device),
-            edge_index=self.edge_index.to(device), y=None if self.y is None else self.y.to(device),
-            train_mask=self.train_mask.to(device), val_mask=self.val_mask.to(device),
-            test_mask=self.test_mask.to(device), num_classes=self.num_classes,
-            boundary_edges=self.boundary_edges.to(device), arch=self.arch, token_dims=dict(self.token_dims))
