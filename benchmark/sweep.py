@@ -35,7 +35,6 @@ set it; it costs a torch import (a few seconds) per cell.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import logging
@@ -44,7 +43,6 @@ import multiprocessing
 import os
 import re
 import time
-import traceback
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -53,17 +51,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
 from benchmark.backends import SWEEP_BACKENDS, sweep_backend
+# Cell, applicable and run_cell are read from here by other modules; they live in benchmark.cell
+from benchmark.cell import CELL_SECONDS, HELD, Cell, applicable, run_cell, tick  # noqa: F401
 from benchmark.claims import try_claim
 from benchmark.config import (NAME_HELP, NAME_PATTERN, build_run_config, check_output_paths, deep_merge, expand_dotted,
                               load_yaml)
 from benchmark.errors import ConfigError, closest
-from benchmark.results import GIT_STATE_ENV, ResultStore, git_state, now_iso, stale_reasons
-from benchmark.record import Record, failed_record, latest_records
+from benchmark.results import GIT_STATE_ENV, ResultStore, git_state, stale_reasons
+from benchmark.record import Record, latest_records
 from benchmark.safe_yaml import clip, short_repr
 from benchmark.stopping import as_interrupted, stop_on_signals
 from benchmark.threads import threads_per_job
@@ -88,41 +87,8 @@ MAX_GRID_VALUES = 1_000     # values of one grid key, sub-grids of one grid, see
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Cell:
-    """One run of a suite: grid values, seed, and the merged run config mapping."""
-
-    suite: str
-    scale: str
-    params: dict[str, Any]
-    seed: int
-    config: dict[str, Any]
-
-    @property
-    def cell_id(self) -> str:
-        key = json.dumps({"suite": self.suite, "scale": self.scale, "params": self.params, "seed": self.seed},
-                         sort_keys=True, default=str)
-        return hashlib.sha256(key.encode()).hexdigest()[:16]
-
-    @property
-    def algorithm(self) -> str:
-        return str((self.config.get("algorithm") or {}).get("name", "fedavg"))
-
-    @property
-    def task(self) -> str:
-        return str((self.config.get("task") or {}).get("name", "node_cls"))
 
 
-def applicable(cell: Cell) -> bool:
-    """False when the cell's algorithm is registered and does not declare the cell's task.
-
-    Such a cell is N/A by definition (a prototype method has no link-prediction head): it is
-    neither run nor recorded as failed, and tables print N/A for it. An unregistered
-    algorithm counts as applicable, so its cell fails loudly instead of vanishing.
-    """
-    from benchmark import registry as R
-
-    return R.applicable(cell.algorithm, cell.task)
 
 
 @dataclass
@@ -434,53 +400,6 @@ def reference_grids(grids: list[dict[str, list[Any]]], references: list[str],
     return out
 
 
-def _failed_record(cell: Cell, reason: str, rnd: int = -1) -> dict[str, Any]:
-    return failed_record(cell.seed, reason, rnd, now_iso()).to_dict()
-
-
-def execute_cell(cell: Cell, threads: int = 1, backend: str = "joblib") -> dict[str, Any]:
-    """Run one cell in this process and return its record (ok or failed); stores nothing.
-    ``backend`` names the sweep backend that ran it, in the record."""
-    torch.set_num_threads(max(1, threads))
-    from benchmark.engine import Engine
-
-    try:
-        cfg = build_run_config(cell.config)
-        record = Engine(cfg).run()
-    except Exception as e:  # noqa: BLE001 - a failing cell is recorded, the sweep goes on
-        tb = traceback.extract_tb(e.__traceback__)
-        where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
-        record = _failed_record(cell, f"{type(e).__name__}: {e}{where}")
-    return stamp(cell, record, backend)
-
-
-def stamp(cell: Cell, record: dict[str, Any], backend: str = "joblib",
-          worker_pid: int | None = None) -> dict[str, Any]:
-    """The cell's identity on its record (suite, scale, id, grid values, seed), the sweep
-    backend that ran it and the worker process (-1 when the driver records a worker's death)."""
-    stamped = Record.from_dict(record).stamped(
-        suite=cell.suite, scale=cell.scale, cell_id=cell.cell_id, params=cell.params, seed=cell.seed,
-        sweep_backend=backend, worker_pid=os.getpid() if worker_pid is None else worker_pid)
-    record.clear()  # callers hold this dict: it becomes the stamped record in place
-    record.update(stamped.to_dict())
-    return record
-
-
-def failed_cell(cell: Cell, reason: str, backend: str = "joblib") -> dict[str, Any]:
-    """The record of a cell whose worker died or raised outside the engine: recorded by the
-    driver, which is not the worker, so no worker pid is claimed."""
-    return stamp(cell, _failed_record(cell, reason), backend, worker_pid=-1)
-
-
-def run_cell(cell: Cell, results_path: str, threads: int = 1) -> dict[str, Any]:
-    """Run one cell in this process and append its record (ok or failed) to the store."""
-    record = execute_cell(cell, threads)
-    ResultStore(results_path).append(record)
-    return record
-
-
-HELD = "held"  # status of a cell another live sweep holds (not a record; never stored)
-CELL_SECONDS = "_cell_seconds"  # wall time of a cell run here, data build included (never stored)
 
 
 def thread_lock_for_bars() -> None:
@@ -652,13 +571,6 @@ def _run_until_recorded(runner: Any, todo: list[Cell], store_path: str, threads:
             time.sleep(CLAIM_POLL_S)
 
 
-def tick(bar: Any, walls: list[float], jobs: int, msg: dict[str, Any]) -> None:
-    """One finished cell on the progress bar, with the ETA from finished cells' wall times.
-    ``msg`` is a worker's answer: the cell's record as JSON and its seconds (``CELL_SECONDS``)."""
-    if isinstance(msg.get(CELL_SECONDS), float):
-        walls.append(msg[CELL_SECONDS])
-    bar.update(1)
-    bar.set_postfix_str(f"{msg.get('status')}{_eta(walls, bar.total - bar.n, jobs)}")
 
 
 def cell_resources(suite: Suite) -> dict[str, float]:
@@ -675,12 +587,6 @@ def cell_resources(suite: Suite) -> dict[str, float]:
     return {"cpus": float(cpus), "gpus": float(gpus)}
 
 
-def _eta(walls: list[float], remaining: int, jobs: int) -> str:
-    """Remaining time from the mean wall time of the cells finished so far, ``jobs`` at a time."""
-    if not walls or remaining <= 0:
-        return ""
-    secs = sum(walls) / len(walls) * remaining / max(1, jobs)
-    return f" eta {int(secs // 3600)}:{int(secs % 3600 // 60):02d}:{int(secs % 60):02d}"
 
 
 @SWEEP_BACKENDS.register("joblib")

@@ -52,6 +52,13 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "FEDMM_THREADS": "1", "MPLBACKEND": "Agg"}
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:  # released meanwhile
+        return 0
+
+
 def _claim_files(store: Path) -> list[Path]:
     d = claims.claims_dir(store)
     return sorted(d.glob("*.json")) if d.exists() else []
@@ -124,7 +131,9 @@ def test_killed_sweeps_claims_do_not_block_the_next(tmp_path):
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 120
-    while not _claim_files(store) and time.time() < deadline:
+    # a claim is created empty (O_EXCL) and then written: wait for its content, or a kill in
+    # between leaves an empty claim (one the next sweep takes over too, but not what this checks)
+    while not any(_size(f) for f in _claim_files(store)) and time.time() < deadline:
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -291,3 +291,13 @@ def test_one_move_to_a_device_for_every_client_type():
                 assert a.keys() == b.keys() and b is not a, f.name
             else:
                 assert a == b, f.name
+
+
+def test_no_backend_imports_the_sweep_that_picks_it():
+    """Issue 30: ``sweep`` finds its backends by name (importlib, which the import-circle test
+    cannot see); a backend that imported ``benchmark.sweep`` back would close a hidden circle.
+    What a backend needs of a cell is in ``benchmark.cell``."""
+    pattern = re.compile(r"^\s*(from\s+benchmark\.sweep\s+import|from\s+benchmark\s+import\s+.*\bsweep\b|"
+                         r"import\s+benchmark\.sweep)", re.M)
+    assert [str(p.relative_to(ROOT)) for p in _py("benchmark/backends") if pattern.search(p.read_text())] == []
+    assert pattern.search("from benchmark.sweep import Cell")

@@ -142,7 +142,7 @@ def test_workers_record_the_code_state_the_sweep_started_with(tmp_path, monkeypa
 
 
 def test_eta_is_mean_cell_time_times_remaining_over_jobs():
-    from benchmark.sweep import _eta
+    from benchmark.cell import _eta
 
     assert _eta([], 5, 1) == "" and _eta([10.0], 0, 1) == ""
     assert _eta([10.0, 20.0], 4, 1) == " eta 0:01:00"  # 15 s a cell, 4 left, one at a time

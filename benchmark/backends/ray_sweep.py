@@ -30,7 +30,7 @@ from benchmark.backends import SWEEP_BACKENDS, require
 from benchmark.claims import try_claim
 from benchmark.errors import BenchmarkError
 from benchmark.results import GIT_STATE_ENV, ResultStore
-from benchmark.sweep import CELL_SECONDS, Cell, execute_cell, failed_cell, tick
+from benchmark.cell import CELL_SECONDS, Cell, execute_cell, failed_cell, tick
 from benchmark.threads import ENV as THREADS_ENV
 
 
