@@ -38,6 +38,7 @@ from data_prep.artifact import (
     resolve_component,
     save_atomic,
 )
+from data_prep.component_kinds import component_kind
 from data_prep.normalize import NORMALIZATIONS, conditioned_features
 from data_prep.partition import owner_array, seeded_rng
 
@@ -287,8 +288,8 @@ def build_graph_federation(cfg: RunConfig, dataset: GraphDataset, loader: type) 
     mask_cls, mask_cfg = resolve_component(R.MASKERS, cfg.missing, "missing")
     ds_cls = loader
     for what, cls, section in (("partition", part_cls, cfg.partition), ("missing", mask_cls, cfg.missing)):
-        only = getattr(cls, "only_for", None)  # a KG or AMFL component: it has no graph method to call
-        if only:
+        if component_kind(cls) != "graph":  # a KG or AMFL component: it has no graph method to call
+            only = getattr(cls, "only_for", f"{component_kind(cls)} datasets")
             raise ConfigError(f"{what} '{section.name}' applies to {only}; dataset '{cfg.dataset.name}' is a graph")
     check_graph(f"dataset '{cfg.dataset.name}' ({ds_cls.__name__}.load)", dataset)  # one line, not an IndexError later
     n, mods = dataset.num_nodes, dataset.modalities

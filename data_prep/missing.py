@@ -18,6 +18,7 @@ import torch
 
 from benchmark.errors import ConfigError, closest
 from benchmark.federation import GraphDataset, PartitionResult
+from data_prep.component_kinds import GraphMasker
 from benchmark.registry import MASKERS
 from data_prep.partition import owner_array, seeded_rng
 
@@ -38,7 +39,7 @@ def _natural(dataset: GraphDataset) -> torch.Tensor:
 
 
 @MASKERS.register("none")
-class NoMissing:
+class NoMissing(GraphMasker):
     """No simulated missingness: only what is missing in the data itself."""
 
     @dataclass
@@ -56,7 +57,7 @@ class NoMissing:
 
 
 @MASKERS.register("node_level")
-class NodeLevelMissing:
+class NodeLevelMissing(GraphMasker):
     """Every node loses each modality at the given rate (an exact share within each client).
 
     Within every client exactly ``round(rate * n_c)`` nodes lose modality m, chosen at random
@@ -125,7 +126,7 @@ class NodeLevelMissing:
 
 
 @MASKERS.register("client_level")
-class ClientLevelMissing:
+class ClientLevelMissing(GraphMasker):
     """round(rate * K) random clients each lose one whole modality (chosen per client).
 
     Halves round up (rho 0.3 / 0.5 / 0.7 of 5 clients = 2 / 3 / 4 clients): Python's round
@@ -162,7 +163,7 @@ class ClientLevelMissing:
 
 
 @MASKERS.register("client_and_node_level")
-class ClientAndNodeLevelMissing:
+class ClientAndNodeLevelMissing(GraphMasker):
     """FedMPO's protocol: client-level and node-level missingness together (§5, "both
     client-level and node-level modality missingness are simulated").
 

@@ -301,3 +301,28 @@ def test_no_backend_imports_the_sweep_that_picks_it():
                          r"import\s+benchmark\.sweep)", re.M)
     assert [str(p.relative_to(ROOT)) for p in _py("benchmark/backends") if pattern.search(p.read_text())] == []
     assert pattern.search("from benchmark.sweep import Cell")
+
+
+def test_every_partitioner_and_masker_implements_its_kinds_contract():
+    """Issue 30: each built-in partitioner and masker implements its kind's one-method ABC
+    (``data_prep/component_kinds.py``), or carries only options a KG or AMFL builder reads and
+    declares that kind; a graph build refuses a component of another kind with one line."""
+    import inspect
+
+    from benchmark import registry as R
+    from data_prep.component_kinds import GraphMasker, GraphPartitioner, KGPartitioner, component_kind
+
+    load_plugins()
+    contracts = {(R.PARTITIONERS, "graph"): GraphPartitioner, (R.MASKERS, "graph"): GraphMasker,
+                 (R.PARTITIONERS, "kg"): KGPartitioner}
+    options_only = []
+    for reg in (R.PARTITIONERS, R.MASKERS):
+        for name in reg.names():
+            cls = reg.get(name)
+            abc = contracts.get((reg, component_kind(cls)))
+            if abc is None:
+                options_only.append(name)
+                assert component_kind(cls) in ("kg", "amfl") and getattr(cls, "only_for", ""), name
+            else:
+                assert issubclass(cls, abc) and not inspect.isabstract(cls), name
+    assert sorted(options_only) == ["amfl_population", "kg_items"]

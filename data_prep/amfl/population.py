@@ -58,6 +58,7 @@ class AMFLPopulation:
     #: ``plan``, data_prep/amfl/build.py), so it has no graph-partitioner ``split`` at all
     only_for: ClassVar[str] = ("AMFL simulations (av_digits, multiview_digits); graph datasets take dirichlet_label, "
                                "iid or louvain")
+    kind: ClassVar[str] = "amfl"  # the AMFL builder calls plan (data_prep/component_kinds.py)
 
     @dataclass
     class Config:

@@ -67,6 +67,7 @@ class KGItemMissing:
     #: the items itself, data_prep/kg/build.py), so it has no graph-masker ``apply`` at all
     only_for: ClassVar[str] = ("knowledge-graph datasets (synthetic_kg, fb15k237, fb15k237_small); "
                                "graph datasets take node_level, client_level or none")
+    kind: ClassVar[str] = "kg"  # options only: the KG builder deals the items (data_prep/component_kinds.py)
 
     @dataclass
     class Config:

@@ -10,6 +10,7 @@ import torch
 from benchmark.errors import ConfigError
 from benchmark.federation import GraphDataset, PartitionResult
 from benchmark.registry import PARTITIONERS
+from data_prep.component_kinds import GraphPartitioner
 from data_prep.partition import check_num_clients, result_from_owner, seeded_rng
 from data_prep.partition.louvain import louvain_labels
 
@@ -17,7 +18,7 @@ LABEL_SOURCES = ("labels", "louvain", "kmeans")
 
 
 @PARTITIONERS.register("dirichlet_label")
-class DirichletLabelPartitioner:
+class DirichletLabelPartitioner(GraphPartitioner):
     """Per class, client shares ~ Dir(alpha); small alpha = strong label skew across clients.
 
     For every class (in order) the shares ``p ~ Dir(alpha * 1_K)`` are drawn, clients that

@@ -8,11 +8,12 @@ import numpy as np
 
 from benchmark.federation import GraphDataset, PartitionResult
 from benchmark.registry import PARTITIONERS
+from data_prep.component_kinds import GraphPartitioner
 from data_prep.partition import check_num_clients, result_from_owner, seeded_rng
 
 
 @PARTITIONERS.register("iid")
-class IIDPartitioner:
+class IIDPartitioner(GraphPartitioner):
     """Uniform random split of the nodes into equal-sized clients (sizes differ by at most one)."""
 
     @dataclass

@@ -12,11 +12,12 @@ from scipy.sparse.csgraph import breadth_first_order
 from benchmark.errors import ConfigError
 from benchmark.federation import GraphDataset, PartitionResult
 from benchmark.registry import PARTITIONERS
+from data_prep.component_kinds import GraphPartitioner
 from data_prep.partition import check_num_clients, result_from_owner, seeded_rng
 
 
 @PARTITIONERS.register("louvain")
-class LouvainPartitioner:
+class LouvainPartitioner(GraphPartitioner):
     """Louvain communities dealt to clients largest first; few cut edges, label-skewed clients.
 
     Communities larger than ``N/K - delta`` are cut into chunks of that size (in BFS order

@@ -47,6 +47,7 @@ from torch import Tensor
 
 from benchmark.errors import ConfigError
 from benchmark.registry import PARTITIONERS
+from data_prep.component_kinds import KGPartitioner
 from data_prep.kg.dataset import KGDataset
 
 
@@ -169,7 +170,7 @@ def resolve_seed(seed: int | None, dataset_name: str) -> int:
 
 
 @PARTITIONERS.register("relation_id")
-class RelationIdPartitioner:
+class RelationIdPartitioner(KGPartitioner):
     """KG partition by shuffled relation-id groups (clients share entities, never relations); 8:1:1 split per client."""
 
     #: the datasets it applies to; the graph builder refuses it with this
