@@ -31,10 +31,11 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from benchmark import registry as R
 from benchmark.comm import Payload
 from benchmark.config import ModelConfig, RunConfig
 from benchmark.federation import ClientData
-from benchmark.models.multimodal import MultimodalGNN
+from benchmark.models import multimodal as _multimodal  # noqa: F401  (registers multimodal_gnn)
 from benchmark.tasks.base import Task
 from benchmark.state_codec import state_class
 from benchmark.training import LocalLoop, LoopLog, NonFiniteLoss
@@ -160,9 +161,14 @@ class ModelAlgorithm(Algorithm):
     loop with an optional extra loss term.
     """
 
+    #: the registered model (``registry.MODELS``) every client trains; a method that needs
+    #: another architecture registers it and names it here
+    model_name: ClassVar[str] = "multimodal_gnn"
+
     def build_model(self, model_cfg: ModelConfig | None = None) -> nn.Module:
         ctx = self.ctx
-        model = MultimodalGNN(ctx.feature_dims, ctx.task.out_dim(ctx.num_classes), model_cfg or ctx.run.model)
+        model_cls = R.MODELS.get(self.model_name)
+        model = model_cls(ctx.feature_dims, ctx.task.out_dim(ctx.num_classes), model_cfg or ctx.run.model)
         return model.to(ctx.device)
 
     def client_model(self, state: dict) -> tuple[nn.Module, torch.optim.Optimizer]:

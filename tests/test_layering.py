@@ -326,3 +326,39 @@ def test_every_partitioner_and_masker_implements_its_kinds_contract():
             else:
                 assert issubclass(cls, abc) and not inspect.isabstract(cls), name
     assert sorted(options_only) == ["amfl_population", "kg_items"]
+
+
+def test_the_model_is_built_through_its_registry(monkeypatch):
+    """Issue 30: ``ModelAlgorithm.build_model`` reads ``registry.MODELS`` (the name in
+    ``model_name``) instead of importing one class: a registered model is the one clients get."""
+    from torch import nn
+
+    from benchmark import registry as R
+    from benchmark.algorithm import ModelAlgorithm
+
+    load_plugins()
+    assert ModelAlgorithm.model_name in R.MODELS
+    built = []
+
+    class Probe(nn.Module):
+        def __init__(self, dims, out, cfg):  # noqa: ANN001
+            super().__init__()
+            built.append((dict(dims), out))
+            self.lin = nn.Linear(1, 1)
+
+    R.MODELS.register("probe_model")(Probe)
+    try:
+        fedavg = R.ALGORITHMS.get("fedavg")
+        assert issubclass(fedavg, ModelAlgorithm)
+        algo = object.__new__(fedavg)
+        monkeypatch.setattr(fedavg, "model_name", "probe_model")
+        import types
+
+        import torch
+
+        task = types.SimpleNamespace(out_dim=lambda n: n + 1)
+        algo.ctx = types.SimpleNamespace(feature_dims={"text": 4}, task=task, num_classes=3, device=torch.device("cpu"),
+                                         run=types.SimpleNamespace(model=None))
+        assert isinstance(algo.build_model(), Probe) and built == [({"text": 4}, 4)]
+    finally:
+        R.MODELS.unregister("probe_model")
