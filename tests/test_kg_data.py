@@ -104,6 +104,79 @@ def test_malformed_side_files(tmp_path):
         load_fb15k237(root, text_encoder="none", verify=False)
 
 
+def test_both_fb15k237_loaders_share_one_set_of_readers():
+    """Issue 30: the FB15K-237 file readers exist once (data_prep/fb15k237_files.py); neither loader
+    defines a function of the same name again, and both use the shared objects."""
+    import ast
+    import inspect
+
+    from data_prep import fb15k237_files as files
+    from data_prep.datasets import fb15k237_typing
+
+    shared = {n for n, f in vars(files).items() if inspect.isfunction(f) and f.__module__ == files.__name__}
+    assert {"parse_triples", "read_triples_archive", "read_mid2name", "read_wikidata"} <= shared
+    for mod in (fb, fb15k237_typing):
+        tree = ast.parse(Path(inspect.getfile(mod)).read_text(encoding="utf-8"))
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        assert not defined & shared, f"{mod.__name__} defines its own {sorted(defined & shared)}"
+        for name in ("read_triples_archive", "read_mid2name", "read_wikidata"):
+            assert getattr(mod, name) is getattr(files, name), (mod.__name__, name)
+
+
+def test_fb15k237_reader_policy(tmp_path):
+    """The one policy of the shared readers: blank lines anywhere and CRLF accepted; a bad line,
+    a field with surrounding whitespace, a bad archive or bad JSON entry is one DataError line
+    naming the file (archive:member) and, where there is one, the line."""
+    from data_prep.fb15k237_files import parse_triples, read_mid2name, read_triples_archive, read_wikidata
+
+    assert parse_triples("a\tr\tb\r\n\r\n  \nc\tr\td\n\n", "w") == [("a", "r", "b"), ("c", "r", "d")]
+    for text, msg in [("a\tr\tb\nc\tr\n", r"w: line 2: expected 'head<TAB>relation<TAB>tail', got 'c\\tr'"),
+                      ("a\t\tb\n", r"w: line 1: expected 'head<TAB>relation<TAB>tail'"),
+                      ("a\tr\tb\nb\tr\t c\n", r"w: line 2: field ' c' has surrounding whitespace")]:
+        with pytest.raises(DataError, match=msg):
+            parse_triples(text, "w")
+
+    def archive(name: str, members: dict[str, bytes], mode: str = "w:gz") -> Path:
+        path = tmp_path / name
+        with tarfile.open(path, mode) as tar:
+            for member, data in members.items():
+                info = tarfile.TarInfo(member)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return path
+
+    ok = {"train.txt": b"a\tr\tb\n", "valid.txt": b"b\tr\tc\r\n", "test.txt": b"c\tr\ta"}
+    assert read_triples_archive(archive("ok.tar.bz2", ok, "w:bz2")) == {  # "r:*": any compression
+        "train": [("a", "r", "b")], "valid": [("b", "r", "c")], "test": [("c", "r", "a")]}
+    bad_utf8 = archive("u.tar.gz", {**ok, "valid.txt": b"b\tr\tc\n\xff\tr\ta\n"})
+    big = "".join(f"/m/{i}\t/r/{i % 7}\t/m/{i * 7919 % 10007}\n" for i in range(20000)).encode()
+    good = archive("g.tar.gz", {**ok, "train.txt": big}).read_bytes()
+    (tmp_path / "cut.tar.gz").write_bytes(good[: len(good) // 2])
+    (tmp_path / "not.tar.gz").write_bytes(b"not an archive\n" * 100)
+    no_valid = archive("m.tar.gz", {"train.txt": b"a\tr\tb\n"})
+    for path, msg in [(bad_utf8, r"u\.tar\.gz:valid\.txt: line 2: not UTF-8 text"),
+                      (no_valid, r"m\.tar\.gz: archive has no member valid\.txt \(members: train\.txt\)"),
+                      (tmp_path / "cut.tar.gz", r"cut\.tar\.gz(:train\.txt)?: truncated or corrupt"),
+                      (tmp_path / "not.tar.gz", r"not\.tar\.gz: not a readable tar archive")]:
+        with pytest.raises(DataError, match=msg) as e:
+            read_triples_archive(path)
+        assert "\n" not in str(e.value)
+
+    (tmp_path / "names.txt").write_text("/m/a\tAlpha_One\r\n\n/m/b \tBeta\n")
+    with pytest.raises(DataError, match=r"names\.txt: line 3: field '/m/b ' has surrounding whitespace"):
+        read_mid2name(tmp_path / "names.txt")
+    (tmp_path / "names.txt").write_text("/m/a\tAlpha_One\r\n\n/m/b\tBeta\n")
+    assert read_mid2name(tmp_path / "names.txt") == {"/m/a": "Alpha One", "/m/b": "Beta"}
+    wiki = {"/m/a": {"label": "A", "description": None, "alternatives": None}, "/m/b": {"label": "B"}}
+    (tmp_path / "w.json").write_text(json.dumps(wiki, indent=1))
+    assert read_wikidata(tmp_path / "w.json") == wiki
+    for entry, msg in [({"label": 5}, "'label' must be a string or null"),
+                       ({"label": "B", "alternatives": ["x", 1]}, "'alternatives' must be a list of strings")]:
+        (tmp_path / "w.json").write_text(json.dumps({**wiki, "/m/b": entry}, indent=1))
+        with pytest.raises(DataError, match=rf"w\.json: line 7: entry '/m/b': {msg}"):
+            read_wikidata(tmp_path / "w.json")
+
+
 def test_missing_file_lists_every_place(tmp_path, monkeypatch):
     import data_prep.datasets.sources as sources
 

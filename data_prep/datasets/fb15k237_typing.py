@@ -46,9 +46,7 @@ load takes well under a second.
 
 from __future__ import annotations
 
-import json
 import math
-import tarfile
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -61,7 +59,6 @@ from benchmark.errors import DataError
 from benchmark.federation import GraphDataset
 from benchmark.registry import DATASETS
 from data_prep.datasets.sources import (
-    UNREADABLE,
     RemoteFile,
     cache_root,
     cached_build,
@@ -70,6 +67,9 @@ from data_prep.datasets.sources import (
     locate,
     read_text,
     undirected_edge_index,
+)
+from data_prep.fb15k237_files import (
+    TRIPLE_MEMBERS, data_lines, read_mid2name, read_triples_archive, read_wikidata,
 )
 
 DATASET_DIR = "fb15k237"
@@ -96,7 +96,6 @@ FILES: dict[str, RemoteFile] = {
                              "9298e06e83e5d0b98c76e3a437894f2a0eae576aaf433955d81e6a70389b36ca",
                              "CCIIPLab/CET @ b85de91a"),
 }
-TRIPLE_MEMBERS = ("train.txt", "valid.txt", "test.txt")
 NOT_DOMAINS = ["base", "user", "common", "type", "freebase"]
 TEXT_ENCODERS = ("svd", "minilm", "hashing")
 TEXT_SOURCES = ("name_description", "description")
@@ -152,7 +151,8 @@ class FB15k237Typing:
 
     def _build(self, paths: dict[str, Path]) -> GraphDataset:
         c = self.cfg
-        triples = read_triples_archive(paths["triples"])
+        splits = read_triples_archive(paths["triples"])
+        triples = [t for split in TRIPLE_MEMBERS for t in splits[split]]  # train, valid, test: as cached
         graph_entities = sorted({e for h, _, t in triples for e in (h, t)})
         in_graph = set(graph_entities)
         types: dict[str, set[str]] = defaultdict(set)
@@ -345,108 +345,15 @@ def numeric_matrix(
 # --------------------------------------------------------------------------- parsers
 
 
-def _data_lines(text: str) -> list[tuple[int, str]]:
-    """(line number, line) of non-empty lines (a trailing blank line is normal)."""
-    return [(no, line.rstrip("\r")) for no, line in enumerate(text.split("\n"), start=1) if line.strip()]
-
-
-def parse_triples(text: str, where: str) -> list[tuple[str, str, str]]:
-    """Tab-separated ``head relation tail`` lines (blank lines skipped).
-
-    Written for speed (310k lines): fields are split once and whitespace is checked on
-    the few thousand distinct names rather than on every line.
-    """
-    out: list[tuple[str, str, str]] = []
-    for no, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
-        parts = line.split("\t")
-        if len(parts) == 3 and parts[0] and parts[1] and parts[2]:
-            out.append((parts[0], parts[1], parts[2]))
-        elif line.strip():
-            raise DataError(f"{where}: line {no}: expected 'head<TAB>relation<TAB>tail', got {line[:80]!r}")
-    names = {x for t in out for x in t}
-    bad = sorted(x for x in names if x != x.strip() or not x.strip())
-    if bad:
-        no = next(i for i, line in enumerate(text.split("\n"), start=1) if bad[0] in line.split("\t"))
-        raise DataError(f"{where}: line {no}: field {bad[0]!r} is blank or has surrounding whitespace")
-    return out
-
-
-def read_triples_archive(path: Path) -> list[tuple[str, str, str]]:
-    """All triples of the train/valid/test members of the ConvE archive (read in memory)."""
-    try:
-        tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, *UNREADABLE) as e:
-        raise DataError(f"{path}: not a readable tar archive ({e})") from None
-    out: list[tuple[str, str, str]] = []
-    with tar:
-        try:
-            members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
-        except (tarfile.TarError, *UNREADABLE) as e:
-            raise DataError(f"{path}: corrupt tar archive ({e})") from None
-        for name in TRIPLE_MEMBERS:
-            if name not in members:
-                raise DataError(f"{path}: archive has no member {name} (members: {', '.join(sorted(members)) or 'none'})")
-            f = tar.extractfile(members[name])
-            if f is None:
-                raise DataError(f"{path}: member {name} is not a regular file")
-            try:
-                raw = f.read()
-            except (tarfile.TarError, *UNREADABLE) as e:  # the member runs past a truncated archive
-                raise DataError(f"{path}:{name}: truncated or corrupt archive member ({type(e).__name__}: {e})") from None
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                line = raw[: e.start].count(b"\n") + 1
-                raise DataError(f"{path}:{name}: line {line}: not UTF-8 text") from None
-            out.extend(parse_triples(text, f"{path}:{name}"))
-    return out
-
-
 def read_type_file(path: Path) -> list[tuple[str, str]]:
     """``mid<TAB>/domain/type`` lines of the CET entity-typing files."""
     out: list[tuple[str, str]] = []
-    for no, line in _data_lines(read_text(path)):
+    for no, line in data_lines(read_text(path)):
         parts = line.split("\t")
         if len(parts) != 2 or not parts[0].startswith("/") or not parts[1].startswith("/") or len(parts[1]) < 2:
             raise DataError(f"{path}: line {no}: expected 'mid<TAB>/domain/type', got {line[:80]!r}")
         out.append((parts[0].strip(), parts[1].strip()))
     return out
-
-
-def read_mid2name(path: Path) -> dict[str, str]:
-    """``mid<TAB>name`` lines (names use underscores for spaces)."""
-    out: dict[str, str] = {}
-    for no, line in _data_lines(read_text(path)):
-        parts = line.split("\t")
-        if len(parts) != 2 or not parts[0].startswith("/"):
-            raise DataError(f"{path}: line {no}: expected 'mid<TAB>name', got {line[:80]!r}")
-        out[parts[0].strip()] = parts[1].replace("_", " ").strip()
-    return out
-
-
-def read_wikidata(path: Path) -> dict[str, dict[str, Any]]:
-    """``{mid: {label, description, ...}}``; a JSON error carries its line number."""
-    text = read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}: line {e.lineno}: malformed JSON ({e.msg})") from None
-    if not isinstance(data, dict):
-        raise DataError(f"{path}: line 1: top level must be an object mapping mids to entries")
-    for mid, entry in data.items():
-        if not isinstance(entry, dict):
-            raise DataError(f"{path}: line {_line_of(text, mid)}: entry '{mid}' is not an object")
-        for key in ("label", "description"):
-            v = entry.get(key)
-            if v is not None and not isinstance(v, str):
-                raise DataError(f"{path}: line {_line_of(text, mid)}: entry '{mid}': '{key}' must be a string or null")
-    return data
-
-
-def _line_of(text: str, key: str) -> int:
-    """Line of the first occurrence of a JSON key (for error messages only)."""
-    pos = text.find(json.dumps(key))
-    return text.count("\n", 0, pos) + 1 if pos >= 0 else 1
 
 
 def read_numeric_triples(path: Path) -> list[tuple[str, str, float]]:

@@ -26,9 +26,7 @@ features in the formats the MMKG community distributes (one tensor per entity as
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import tarfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +41,7 @@ from data_prep.datasets.sources import (  # noqa: F401 - MIRROR and REPO_ROOT ar
     ENV_ROOT, MIRROR, REPO_ROOT, UNREADABLE, RemoteFile, download_file, file_present, read_text, search_places,
     sha256_file,
 )
+from data_prep.fb15k237_files import read_mid2name, read_triples_archive, read_wikidata
 from data_prep.kg.dataset import KGDataset
 from data_prep.safe_npy import load_npy, load_npz
 
@@ -68,7 +67,6 @@ FILES: dict[str, RemoteFile] = {
                    "3e7e2be4f8f801d0cfc57ab7fcbb537ffe3d26212f17383c4091c19686f76940"),
     )
 }
-TRIPLE_MEMBERS = {"train": "train.txt", "valid": "valid.txt", "test": "test.txt"}
 
 
 # --------------------------------------------------------------------------- locating files
@@ -99,92 +97,13 @@ def locate(name: str, root: str | Path | None = None, download: bool = False, ve
 
 
 # --------------------------------------------------------------------------- parsers
+# The archive, mid2name and Wikidata readers are data_prep/fb15k237_files.py's, shared with the
+# entity-typing loader; only the numeric-attribute reader is this loader's own.
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:
     for no, line in enumerate(text.splitlines(), start=1):
         yield no, line
-
-
-def parse_triples(text: str, where: str) -> list[tuple[str, str, str]]:
-    """Tab-separated ``head relation tail`` lines; blank lines are allowed at the end only."""
-    out: list[tuple[str, str, str]] = []
-    lines = text.splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    for no, line in enumerate(lines, start=1):
-        parts = line.rstrip("\r").split("\t")
-        if len(parts) != 3 or not all(p.strip() for p in parts):
-            raise DataError(f"{where}: line {no}: expected 'head<TAB>relation<TAB>tail', got {line[:80]!r}")
-        out.append((parts[0].strip(), parts[1].strip(), parts[2].strip()))
-    return out
-
-
-def read_triples_archive(path: Path) -> dict[str, list[tuple[str, str, str]]]:
-    """The train/valid/test members of the ConvE FB15k-237 archive."""
-    try:
-        tar = tarfile.open(path, "r:gz")
-    except (tarfile.TarError, *UNREADABLE) as e:
-        raise DataError(f"{path}: not a readable tar.gz archive ({e})") from None
-    with tar:
-        try:
-            members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
-        except (tarfile.TarError, *UNREADABLE) as e:
-            raise DataError(f"{path}: truncated or corrupt tar.gz archive ({type(e).__name__}: {e})") from None
-        out: dict[str, list[tuple[str, str, str]]] = {}
-        for split, member in TRIPLE_MEMBERS.items():
-            if member not in members:
-                raise DataError(f"{path}: archive has no member {member} (members: {', '.join(sorted(members))})")
-            try:
-                f = tar.extractfile(members[member])
-                raw = f.read() if f is not None else b""
-            except (tarfile.TarError, *UNREADABLE) as e:
-                raise DataError(f"{path}:{member}: truncated or corrupt archive member ({type(e).__name__}: {e})") from None
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}:{member}: not UTF-8 text ({e})") from None
-            out[split] = parse_triples(text, f"{path}:{member}")
-    return out
-
-
-def read_mid2name(path: Path) -> dict[str, str]:
-    """``mid<TAB>name`` lines (names use underscores for spaces)."""
-    out: dict[str, str] = {}
-    text = read_text(path)
-    for no, line in _lines(text):
-        if not line.strip():
-            continue
-        parts = line.rstrip("\r").split("\t")
-        if len(parts) != 2 or not parts[0].startswith("/"):
-            raise DataError(f"{path}: line {no}: expected 'mid<TAB>name', got {line[:80]!r}")
-        out[parts[0]] = parts[1].replace("_", " ").strip()
-    return out
-
-
-def read_wikidata(path: Path) -> dict[str, dict]:
-    """``{mid: {label, description, alternatives, ...}}``; JSON errors carry their line."""
-    try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}: line {e.lineno}: malformed JSON ({e.msg})") from None
-    if not isinstance(data, dict):
-        raise DataError(f"{path}: top level must be an object mapping mids to entries")
-    for mid, entry in data.items():
-        if not isinstance(entry, dict):
-            raise DataError(f"{path}: entry '{mid}' is not an object")
-        label = entry.get("label")
-        if label is not None and not isinstance(label, str):
-            raise DataError(f"{path}: entry '{mid}': 'label' must be a string")
-        desc = entry.get("description")
-        if desc is not None and not isinstance(desc, str):
-            raise DataError(f"{path}: entry '{mid}': 'description' must be a string or null")
-        alts = entry.get("alternatives", [])
-        if alts is None:
-            alts = []
-        if not isinstance(alts, list) or not all(isinstance(a, str) for a in alts):
-            raise DataError(f"{path}: entry '{mid}': 'alternatives' must be a list of strings")
-    return data
 
 
 def read_numeric_triples(path: Path) -> list[tuple[str, str, float]]:
