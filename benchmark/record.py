@@ -151,20 +151,21 @@ class Record:
 def as_records(items: Iterable[Any]) -> list[Record]:
     """Records from what a report is handed: each a :class:`Record` or the JSON object of one
     (a store line, ``run_config``'s answer). Anything else is a ``DataError`` naming its position."""
+    return [item if isinstance(item, Record) else read_record(item, f"result record {i}")
+            for i, item in enumerate(items)]
+
+
+def read_record(obj: Any, where: str) -> Record:
+    """The record a JSON value holds, or a one-line ``DataError`` that starts with ``where``
+    (``result record 3``, ``results.jsonl:12: result record``)."""
     from benchmark.errors import DataError
 
-    out: list[Record] = []
-    for i, item in enumerate(items):
-        if isinstance(item, Record):
-            out.append(item)
-            continue
-        if not isinstance(item, dict):
-            raise DataError(f"result record {i} is a {type(item).__name__}, expected an object")
-        try:
-            out.append(Record.from_dict(item))
-        except (TypeError, ValueError) as e:
-            raise DataError(f"result record {i}: {e}") from None
-    return out
+    if not isinstance(obj, dict):
+        raise DataError(f"{where} is a {type(obj).__name__}, expected an object")
+    try:
+        return Record.from_dict(obj)
+    except (TypeError, ValueError) as e:
+        raise DataError(f"{where}: {e}") from None
 
 
 def latest_records(records: Iterable[Record], cell_ids: set[str] | None = None) -> list[Record]:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from benchmark.errors import DataError
-from benchmark.record import Record, as_records
+from benchmark.record import Record, as_records, read_record
 
 # Sample standard deviation over seeds; tables and plots both use it and say so.
 STD_DDOF = 1
@@ -94,12 +94,7 @@ def load_records(path: str | Path) -> list[Record]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}:{lineno}: corrupt result record ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise DataError(f"{path}:{lineno}: result record is a {type(obj).__name__}, expected an object")
-        try:
-            records.append(Record.from_dict(obj))
-        except (TypeError, ValueError) as exc:
-            raise DataError(f"{path}:{lineno}: {exc}") from None
+        records.append(read_record(obj, f"{path}:{lineno}: result record"))
     return records
 
 
