@@ -12,15 +12,12 @@ KG or AMFL builder reads (``kg_items``, ``amfl_population``) declare their kind 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from torch import Tensor
 
 from benchmark.federation import GraphDataset, PartitionResult
-
-if TYPE_CHECKING:
-    from data_prep.kg.dataset import KGDataset
-    from data_prep.partition.relation_id import KGPartition
+from data_prep.kg.dataset import KGDataset
 
 
 class GraphPartitioner(ABC):
@@ -50,8 +47,9 @@ class KGPartitioner(ABC):
     kind: ClassVar[str] = "kg"
 
     @abstractmethod
-    def split(self, dataset: KGDataset, num_clients: int) -> KGPartition:
-        """Each client's relations and train/valid/test triples."""
+    def split(self, dataset: KGDataset, num_clients: int) -> Any:
+        """Each client's relations and train/valid/test triples: a ``KGPartition``, defined
+        beside its one implementation (``data_prep/partition/relation_id.py``), which imports this."""
 
 
 def component_kind(cls: type) -> str:
