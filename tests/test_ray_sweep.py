@@ -72,9 +72,14 @@ def test_ray_sweep_records_equal_the_joblib_backend(tmp_path, monkeypatch, capsy
             assert os.getpid() not in {r["worker_pid"] for r in recs}
 
 
-def test_killed_ray_sweep_resumes_only_missing_cells(tmp_path):
-    """Six cells (FedAvg x 2 missing rates x 3 seeds, four rounds each); the driver and its
-    local Ray instance are killed after the first record; the re-run does exactly the rest."""
+#: Ray's own infrastructure dying under a run (its raylet, not our code): seen on a loaded
+#: 2-core CI machine when a new local instance starts right after one was SIGKILLed
+RAY_INFRA_DEATH = ("LocalRayletDiedError", "Raylet is terminated")
+
+
+def _killed_then_resumed(tmp_path: Path) -> tuple[list, subprocess.CompletedProcess, Path]:
+    """Kill a Ray sweep after its first record, then run it again: (records before, the re-run, store)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     results, store = tmp_path / "res", tmp_path / "res" / "ci" / "tiny.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", "FEDMM_THREADS": "1"}
     cmd = [sys.executable, str(ROOT / "run_benchmark.py"),
@@ -97,9 +102,19 @@ def test_killed_ray_sweep_resumes_only_missing_cells(tmp_path):
     assert all(json.loads(line)["status"] == "ok" for line in lines), "every stored line parses"
     before = ResultStore(store).read()
     assert 1 <= len(before) < 6, "the kill should land mid-sweep"
-    out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    return before, subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600), store
+
+
+def test_killed_ray_sweep_resumes_only_missing_cells(tmp_path):
+    """Six cells (FedAvg x 2 missing rates x 3 seeds, four rounds each); the driver and its
+    local Ray instance are killed after the first record; the re-run does exactly the rest.
+    A re-run whose Ray raylet itself died (``RAY_INFRA_DEATH``, Ray's failure, not the sweep's)
+    is tried once more from scratch; any other failure fails at once."""
+    before, out, store = _killed_then_resumed(tmp_path / "try1")
+    if out.returncode == 0 and any(why in out.stdout + out.stderr for why in RAY_INFRA_DEATH):
+        before, out, store = _killed_then_resumed(tmp_path / "try2")
     assert out.returncode == 0, out.stderr[-2000:]
-    assert f"{6 - len(before)} cells run now, 6 recorded, 0 failed" in out.stdout
+    assert f"{6 - len(before)} cells run now, 6 recorded, 0 failed" in out.stdout, out.stdout[-2000:]
     after = [json.loads(line) for line in store.read_text().splitlines()]
     ids = [r["cell_id"] for r in after]  # the raw lines: JSON objects
     assert len(ids) == 6 and len(set(ids)) == 6
