@@ -22,7 +22,8 @@ from tabulate import tabulate
 
 from benchmark.bench_kg import KGData, KGSizes, bench_kg
 from benchmark.config import load_config
-from benchmark.engine import Engine, seed_everything
+from benchmark.engine import Engine
+from benchmark.seeding import seed_globals
 from benchmark.memory import PeakMemory
 
 
@@ -67,7 +68,7 @@ def bench_fedavg(num_nodes: int = 20000, num_clients: int = 10, rounds: int = 5,
     t0 = time.perf_counter()
     engine = Engine(cfg)
     build_s = time.perf_counter() - t0
-    seed_everything(cfg.seed)
+    seed_globals(cfg.seed)
     was_det = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(not was_det)
     try:
@@ -77,7 +78,7 @@ def bench_fedavg(num_nodes: int = 20000, num_clients: int = 10, rounds: int = 5,
         flipped, det_error = None, str(e).splitlines()[0]
     finally:
         torch.use_deterministic_algorithms(was_det)
-    seed_everything(cfg.seed)
+    seed_globals(cfg.seed)
     ref_times, ref_mem = _reference_fedavg(engine, rounds)
     if flipped is None:
         det_line = f"not runnable with the mode {'off' if was_det else 'on'}: {det_error}"

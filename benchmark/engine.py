@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from benchmark.record import Record
 from benchmark.metrics import client_weighted_scores
 from benchmark.results import now_iso, provenance
 from benchmark.roles import ClientSide, ServerSide
+from benchmark.seeding import seed_globals, seeded_rng
 from benchmark.trackers import Trackers
 
 
@@ -60,12 +60,6 @@ def resolve_device(name: str) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise BenchmarkError(f"{source} is '{name}' but CUDA is not available; use 'auto' or 'cpu'")
     return dev
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 def _non_finite_key(payload: Payload) -> str | None:
@@ -148,7 +142,7 @@ class Engine:
         self.device = resolve_device(cfg.train.device)
         configure_determinism(cfg.train.deterministic)
         apply_matmul_precision(cfg.train.matmul_precision)
-        seed_everything(cfg.seed)
+        seed_globals(cfg.seed)
         self.progress = progress
         self.audit = audit
         task_cls = R.TASKS.get(cfg.task.name)
@@ -226,7 +220,7 @@ class Engine:
         m = max(1, int(round(self.cfg.train.client_fraction * k)))
         if m >= k:
             return list(ids)
-        rng = np.random.default_rng([self.cfg.seed, rnd])
+        rng = seeded_rng(self.cfg.seed, rnd)
         idx = sorted(rng.choice(k, size=m, replace=False).tolist())
         return [ids[i] for i in idx]
 

@@ -15,7 +15,7 @@ of its own between calls: everything a client remembers lives in its ``state`` d
 the in-process engine keeps in memory and a Flower ``ClientApp`` keeps in its context.
 
 Every hook call runs under its own seed, derived from the run seed, the role, the client
-and the round (:func:`seed_hook`), so a client draws the same random numbers whether it
+and the round (:func:`benchmark.seeding.seed_hook`), so a client draws the same random numbers whether it
 runs in this process, in a Ray worker or on another machine, and in whatever order the
 clients of a round run.
 
@@ -26,37 +26,18 @@ hook and what it must return, not an AttributeError in the ledger.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
-import json
-import random
 from typing import Any
-
-import numpy as np
-import torch
 
 from benchmark.algorithm import AlgoContext, Algorithm, Broadcast
 from benchmark.comm import Payload
 from benchmark.contracts import check_broadcast, check_payload, check_replies, check_scores
 from benchmark.federation import ClientData
+from benchmark.seeding import seed_hook
 
 SERVER_HOOKS = ("init_server", "setup_aggregate", "aggregate")
 CLIENT_HOOKS = ("setup_upload", "setup_receive", "client_update", "evaluate")
 CONSTRUCT = "construct"
-
-
-def hook_seed(seed: int, *key: Any) -> int:
-    """A 63-bit seed for one hook call: a hash of the run seed and the call's key."""
-    text = json.dumps([int(seed), *key], default=str)
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
-
-
-def seed_hook(seed: int, *key: Any) -> None:
-    """Seed Python's, numpy's and torch's global generators for one hook call."""
-    s = hook_seed(seed, *key)
-    random.seed(s)
-    np.random.seed(s % 2**32)
-    torch.manual_seed(s)
 
 
 def _build(algo_cls: type[Algorithm], cfg: Any, ctx: AlgoContext) -> Algorithm:
@@ -119,4 +100,4 @@ class ClientSide:
         return check_scores(type(self.algo), "evaluate", scores)
 
 
-__all__ = ["CLIENT_HOOKS", "ClientSide", "SERVER_HOOKS", "ServerSide", "hook_seed", "seed_hook"]
+__all__ = ["CLIENT_HOOKS", "ClientSide", "SERVER_HOOKS", "ServerSide"]

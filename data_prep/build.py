@@ -40,7 +40,8 @@ from data_prep.artifact import (
 )
 from data_prep.component_kinds import component_kind
 from data_prep.normalize import NORMALIZATIONS, conditioned_features
-from data_prep.partition import owner_array, seeded_rng
+from benchmark.seeding import seeded_rng
+from data_prep.partition import owner_array
 
 FILLS = ("zeros", "random", "mean")
 

@@ -20,7 +20,8 @@ from benchmark.errors import ConfigError, closest
 from benchmark.federation import GraphDataset, PartitionResult
 from data_prep.component_kinds import GraphMasker
 from benchmark.registry import MASKERS
-from data_prep.partition import owner_array, seeded_rng
+from benchmark.seeding import seeded_rng
+from data_prep.partition import owner_array
 
 
 def _modality_index(dataset: GraphDataset, name: str, where: str) -> int:

@@ -362,3 +362,59 @@ def test_the_model_is_built_through_its_registry(monkeypatch):
         assert isinstance(algo.build_model(), Probe) and built == [({"text": 4}, 4)]
     finally:
         R.MODELS.unregister("probe_model")
+
+
+# Seed arithmetic written before benchmark/seeding.py existed. Each draws into committed
+# stores (named), so moving it onto seeding.seeded_rng changes those stores' numbers: it moves
+# with their next re-run under a protocol change. Each entry must still exist (test below).
+LEGACY_SEED_ARITHMETIC = {
+    ("baselines/advanced/fedpub.py", "self.ctx.seed + 7919"): "efficiency, fedmpo_*, partition_effect",
+    ("baselines/basic/fedgcn.py", "self.ctx.seed * 1009 + modality_index"): "demo, fedmpo_*, structure_control*",
+    ("baselines/multimodal/fedmvp.py", "self.ctx.seed + 104729"): "fedmpo_*, fedmgs_*, structure_control*",
+    ("baselines/multimodal/pepsy.py", "self.ctx.seed * 100003 + rnd"): "fedmgs_*, structure_control*",
+    ("methods/fedmbridge/tahn.py", "(self.head_seed * 1000003 + size) % 2 ** 63"): "fedmbridge_*",
+    ("data_prep/partition/dirichlet_items.py", "seed * 7919 + c + 1"): "every KG store (mmfed3_*)",
+    ("data_prep/partition/dirichlet_items.py", "seed * 1000 + i"): "every KG store (mmfed3_*)",
+    # not a run stream: fixed multipliers of the ledger's row hash, keyed by the row width
+    ("benchmark/comm.py", "_SEED + d"): "the ledger's raw-data audit",
+    ("benchmark/comm.py", "_SEED + 7 * d"): "the ledger's raw-data audit",
+}
+_SEED_NAME = re.compile(r"(?i)(^|_)seed$")
+
+
+def _seed_derivations() -> list[tuple[str, str]]:
+    """Every place outside benchmark/seeding.py that derives a stream its own way: a numpy
+    generator from a literal key list, a SeedSequence, or arithmetic on a seed."""
+    found = []
+    for path in _py("benchmark", "baselines", "methods", "data_prep", "deploy"):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "benchmark/seeding.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                func = ast.unparse(node.func)
+                if func.endswith("default_rng") and node.args and isinstance(node.args[0], (ast.List, ast.Tuple)):
+                    found.append((rel, ast.unparse(node)))
+                if func.endswith("SeedSequence"):
+                    found.append((rel, ast.unparse(node)))
+            elif isinstance(node, ast.BinOp):
+                operands = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)] + [
+                    n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)]
+                if any(_SEED_NAME.search(x) for x in operands):
+                    found.append((rel, ast.unparse(node)))
+    return found
+
+
+def test_seeds_are_derived_in_one_module():
+    """benchmark/seeding.py is the one place a stream is derived from a run seed; elsewhere
+    only its functions are called (outer expressions of a listed legacy site count as it)."""
+    legacy = {path: [expr for p, expr in LEGACY_SEED_ARITHMETIC if p == path] for path, _ in LEGACY_SEED_ARITHMETIC}
+    new = [(path, expr) for path, expr in _seed_derivations()
+           if not any(old in expr or expr in old for old in legacy.get(path, []))]
+    assert new == [], "derive seeds through benchmark.seeding"
+
+
+def test_every_listed_legacy_seed_site_still_exists():
+    found = _seed_derivations()
+    gone = [site for site in LEGACY_SEED_ARITHMETIC if site not in found]
+    assert gone == [], "a legacy site moved onto benchmark.seeding: take it off LEGACY_SEED_ARITHMETIC"

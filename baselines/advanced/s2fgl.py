@@ -5,7 +5,6 @@ Tan et al., "S2FGL: Spatial Spectral Federated Graph Learning", ICML 2025.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 import torch
@@ -17,6 +16,7 @@ from benchmark.algorithm import load_model_payload, model_payload
 from benchmark.comm import Payload
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
+from benchmark.seeding import digest_seed
 
 
 @dataclass
@@ -277,8 +277,7 @@ class S2FGL(FedAvg):
         """[views * C', d]: per view, the count-weighted class means over a random client subset."""
         cfg = self.cfg
         cids = sorted(uploads)
-        digest = hashlib.sha256(f"s2fgl:{self.ctx.seed}:{rnd}".encode()).digest()
-        gen = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
+        gen = torch.Generator().manual_seed(digest_seed(f"s2fgl:{self.ctx.seed}:{rnd}"))
         m = max(1, int(len(cids) * cfg.codebook_frac))
         rows = []
         for _ in range(cfg.codebook_views):

@@ -33,7 +33,8 @@ from torch.func import functional_call
 
 from benchmark.comm import Payload
 from benchmark.registry import ALGORITHMS
-from baselines.amfl.common import WEIGHT_PREFIX, AMFLAlgorithm, build_net, load_weights, stream_seed
+from benchmark.seeding import text_seed
+from baselines.amfl.common import WEIGHT_PREFIX, AMFLAlgorithm, build_net, load_weights
 from baselines.amfl.pruning import (MaskedNet, apply_masks, client_ratio, masks_from_payload, masks_payload,
                                     row_masks)
 from baselines.amfl.supernet import Supernet, spec_payload
@@ -86,7 +87,7 @@ class APFL(AMFLAlgorithm):
 
     # ------------------------------------------------------------------ server
     def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:
-        gen = torch.Generator().manual_seed(stream_seed(self.ctx.seed, "apfl/init"))
+        gen = torch.Generator().manual_seed(text_seed(self.ctx.seed, "apfl/init"))
         self.supernet = Supernet.from_uploads(uploads, self.ctx.feature_dims, gen, self.ctx.device)
         sizes = {cid: sum(math.prod(s) for _, s in m.entries.values()) for cid, m in self.supernet.maps.items()}
         self.ratios = {cid: client_ratio(n, max(sizes.values()), self.cfg.prune_ratio) for cid, n in sizes.items()}

@@ -5,7 +5,6 @@ payloads, and the starred methods' public set and distillation target."""
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Callable
 
 import numpy as np
@@ -15,13 +14,9 @@ from torch import Tensor, nn
 from benchmark.algorithm import Algorithm
 from benchmark.amfl.client import AMFLClientData
 from benchmark.amfl.model import AMFLNet
+from benchmark.seeding import text_seed
 from benchmark.training import LocalLoop, LoopLog
 from baselines.amfl.supernet import model_from_payload
-
-
-def stream_seed(seed: int, *parts: object) -> int:
-    """A seed for one (run, purpose, client, round...) stream, independent of call order."""
-    return zlib.crc32("/".join(map(str, (seed, *parts))).encode()) & 0x7FFFFFFF
 
 
 def build_net(client: AMFLClientData, seed: int, device: torch.device) -> AMFLNet:
@@ -29,7 +24,7 @@ def build_net(client: AMFLClientData, seed: int, device: torch.device) -> AMFLNe
     other clients did before), on ``device``."""
     dims = {m: int(x.shape[1]) for m, x in client.features.items()}
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(stream_seed(seed, "amfl/init", client.cid))
+        torch.manual_seed(text_seed(seed, "amfl/init", client.cid))
         net = AMFLNet(client.arch, dims, client.token_dims, client.num_classes)
     return net.to(device)
 
@@ -67,7 +62,7 @@ class AMFLAlgorithm(Algorithm):
         """``train.local_epochs`` epochs of mini-batches of the client's training rows (a
         fresh seeded order per client and round); ``extra(idx)`` adds a per-batch term."""
         model.train()
-        gen = torch.Generator(device=client.device).manual_seed(stream_seed(self.ctx.seed, "amfl/batches",
+        gen = torch.Generator(device=client.device).manual_seed(text_seed(self.ctx.seed, "amfl/batches",
                                                                             client.cid, rnd))
         task = self.ctx.task
 

@@ -31,8 +31,9 @@ from torch import Tensor
 
 from benchmark.comm import Payload, disclosed
 from benchmark.registry import ALGORITHMS
+from benchmark.seeding import text_seed
 from baselines.amfl.common import (AMFLAlgorithm, collect_public, distill_grads, load_weights, public_requests,
-                                   public_upload, stream_seed, weights_payload)
+                                   public_upload, weights_payload)
 from baselines.amfl.supernet import model_from_payload, spec_payload
 
 
@@ -70,7 +71,7 @@ class FedDistill(AMFLAlgorithm):
     def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:
         self.archs = dict(uploads)
         return public_requests(uploads, self.ctx.feature_dims, self.cfg.rho,
-                               stream_seed(self.ctx.seed, "feddistill/public"))
+                               text_seed(self.ctx.seed, "feddistill/public"))
 
     def setup_receive(self, client, state: dict, payload: Payload) -> None:
         state["public_request"] = bool(payload["public.request"].item())
@@ -83,7 +84,7 @@ class FedDistill(AMFLAlgorithm):
         self.local_train(model, opt, client, rnd)
         up: Payload = weights_payload(model)
         if state.pop("public_request", False):
-            up.update(public_upload(client, self.cfg.rho, stream_seed(self.ctx.seed, "feddistill/rows", client.cid)))
+            up.update(public_upload(client, self.cfg.rho, text_seed(self.ctx.seed, "feddistill/rows", client.cid)))
         return up
 
     def _model(self, cid: int, weights: Payload) -> torch.nn.Module:
@@ -94,7 +95,7 @@ class FedDistill(AMFLAlgorithm):
     def aggregate(self, uploads: dict[int, Payload], rnd: int) -> dict[int, Payload]:
         collect_public(self.public, uploads)
         weights = {cid: {k: t for k, t in up.items() if k.startswith("w.")} for cid, up in uploads.items()}
-        rng = np.random.default_rng(stream_seed(self.ctx.seed, "feddistill/teachers", rnd))
+        rng = np.random.default_rng(text_seed(self.ctx.seed, "feddistill/teachers", rnd))
         for cid in sorted(uploads):
             others = [c for c in sorted(uploads) if c != cid]
             if not self.public or not others:

@@ -39,9 +39,9 @@ from torch import Tensor
 from benchmark.amfl.model import AMFLNet
 from benchmark.comm import Payload, disclosed
 from benchmark.registry import ALGORITHMS
+from benchmark.seeding import text_seed
 from baselines.amfl.common import (PUBLIC_PREFIX, AMFLAlgorithm, collect_public, imputed, load_weights,
-                                   mean_embedding, public_part, public_requests, public_upload, stream_seed,
-                                   weights_payload)
+                                   mean_embedding, public_part, public_requests, public_upload, weights_payload)
 from baselines.amfl.supernet import SPEC_KEY, model_from_payload, spec_payload
 
 BUDGET_KEY = "teachers.budget"
@@ -111,7 +111,7 @@ class FedGKD(AMFLAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_upload(self, client, state: dict) -> Payload:
-        rng = np.random.default_rng(stream_seed(self.ctx.seed, "fedgkd/budget", client.cid))
+        rng = np.random.default_rng(text_seed(self.ctx.seed, "fedgkd/budget", client.cid))
         budget = int(rng.integers(self.cfg.teachers_min, max(self.cfg.teachers_min, self.cfg.teachers_max) + 1))
         return {**spec_payload(client), BUDGET_KEY: torch.tensor([budget])}
 
@@ -121,7 +121,7 @@ class FedGKD(AMFLAlgorithm):
         if not self.cfg.public_set:
             return {cid: {} for cid in uploads}
         return public_requests(self.archs, self.ctx.feature_dims, self.cfg.rho,
-                               stream_seed(self.ctx.seed, "fedgkd/public"))
+                               text_seed(self.ctx.seed, "fedgkd/public"))
 
     def setup_receive(self, client, state: dict, payload: Payload) -> None:
         state["public_request"] = bool(payload.get(PUBLIC_PREFIX + "request", torch.tensor([False])).item())
@@ -153,12 +153,12 @@ class FedGKD(AMFLAlgorithm):
         self.local_train(model, opt, client, rnd, extra=self._kd_term(model, client, received))
         up: Payload = weights_payload(model)
         if state.pop("public_request", False):
-            up.update(public_upload(client, self.cfg.rho, stream_seed(self.ctx.seed, "fedgkd/rows", client.cid)))
+            up.update(public_upload(client, self.cfg.rho, text_seed(self.ctx.seed, "fedgkd/rows", client.cid)))
         return up
 
     def aggregate(self, uploads: dict[int, Payload], rnd: int) -> dict[int, Payload]:
         collect_public(self.public, uploads)
-        rng = np.random.default_rng(stream_seed(self.ctx.seed, "fedgkd/buffer", rnd))
+        rng = np.random.default_rng(text_seed(self.ctx.seed, "fedgkd/buffer", rnd))
         ids = sorted(uploads)
         chosen = sorted(rng.choice(ids, size=min(self.cfg.buffer_per_round, len(ids)), replace=False).tolist())
         self.buffer = [s for s in self.buffer if s.rnd >= rnd - self.cfg.memory_rounds]
@@ -172,7 +172,7 @@ class FedGKD(AMFLAlgorithm):
         """Client ``cid``'s teachers (its budget's worth, drawn from the others' buffered
         models) and the public set."""
         pool = [s for s in self.buffer if s.cid != cid]
-        rng = np.random.default_rng(stream_seed(self.ctx.seed, "fedgkd/teachers", rnd, cid))
+        rng = np.random.default_rng(text_seed(self.ctx.seed, "fedgkd/teachers", rnd, cid))
         pick = sorted(rng.choice(len(pool), size=min(self.budgets[cid], len(pool)), replace=False).tolist())
         out: Payload = {}
         for k, i in enumerate(pick):

@@ -15,7 +15,8 @@ import torch
 
 from benchmark.comm import Payload
 from benchmark.registry import ALGORITHMS
-from baselines.amfl.common import AMFLAlgorithm, stream_seed
+from benchmark.seeding import text_seed
+from baselines.amfl.common import AMFLAlgorithm
 from baselines.amfl.supernet import Supernet, spec_payload
 
 PREFIX = "w."
@@ -42,7 +43,7 @@ class HeteroFLMask(AMFLAlgorithm):
         return spec_payload(client)
 
     def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:
-        gen = torch.Generator().manual_seed(stream_seed(self.ctx.seed, "heterofl/init"))
+        gen = torch.Generator().manual_seed(text_seed(self.ctx.seed, "heterofl/init"))
         self.supernet = Supernet.from_uploads(uploads, self.ctx.feature_dims, gen, self.ctx.device)
         return {cid: self._slice(cid) for cid in uploads}
 

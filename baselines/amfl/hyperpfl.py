@@ -34,7 +34,8 @@ from torch import Tensor, nn
 
 from benchmark.comm import Payload
 from benchmark.registry import ALGORITHMS
-from baselines.amfl.common import LOCAL_OPTIMIZERS, WEIGHT_PREFIX, AMFLAlgorithm, load_weights, stream_seed
+from benchmark.seeding import text_seed
+from baselines.amfl.common import LOCAL_OPTIMIZERS, WEIGHT_PREFIX, AMFLAlgorithm, load_weights
 from baselines.amfl.pruning import (MaskedNet, apply_masks, client_ratio, masks_from_payload, masks_payload,
                                     row_masks)
 from baselines.amfl.supernet import Supernet, fan_in, spec_payload
@@ -111,11 +112,11 @@ class HyperPFL(AMFLAlgorithm):
         return spec_payload(client)
 
     def setup_aggregate(self, uploads: dict[int, Payload]) -> dict[int, Payload]:
-        gen = torch.Generator().manual_seed(stream_seed(self.ctx.seed, "hyperpfl/shapes"))
+        gen = torch.Generator().manual_seed(text_seed(self.ctx.seed, "hyperpfl/shapes"))
         self.supernet = Supernet.from_uploads(uploads, self.ctx.feature_dims, gen, self.ctx.device)
         c = self.cfg
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(stream_seed(self.ctx.seed, "hyperpfl/init"))
+            torch.manual_seed(text_seed(self.ctx.seed, "hyperpfl/init"))
             self.hn = SupernetHN(len(self.ctx.client_ids), c.task_dim, list(c.widths),
                                  {k: tuple(t.shape) for k, t in self.supernet.tensors.items()}).to(self.ctx.device)
         sizes = {cid: sum(math.prod(s) for _, s in m.entries.values()) for cid, m in self.supernet.maps.items()}

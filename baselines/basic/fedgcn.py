@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 import torch
@@ -12,6 +11,7 @@ from baselines.basic.fedavg import FedAvg, FedAvgConfig
 from benchmark.comm import Payload
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
+from benchmark.seeding import digest_seed
 
 
 @dataclass
@@ -21,7 +21,7 @@ class FedGCNConfig(FedAvgConfig):
 
 
 def _pair_seed(seed: int, i: int, j: int) -> int:
-    return int.from_bytes(hashlib.sha256(f"{seed}:{min(i, j)}:{max(i, j)}".encode()).digest()[:8], "little")
+    return digest_seed(f"{seed}:{min(i, j)}:{max(i, j)}")
 
 
 @ALGORITHMS.register("fedgcn")

@@ -26,13 +26,14 @@ from torch import Tensor, nn
 
 from baselines.kg.fusions import KG_FUSIONS, build_fusion, fusion_payload
 from baselines.kg.imputers import HIDE_SAMPLERS, KG_IMPUTERS, RECON_NETS, ImputerOptions
-from baselines.kg.kge_client import PROJ_NORMS, SPLIT, KGEClient, Regularizer, _mix, init_projections
+from baselines.kg.kge_client import PROJ_NORMS, SPLIT, KGEClient, Regularizer, init_projections
 from baselines.kg.split import SplitKGEClient
 from benchmark.algorithm import Algorithm, Broadcast
 from benchmark.comm import Payload
 from benchmark.errors import ConfigError
 from benchmark.kg_client import KGClientData
 from benchmark.kge import DECODERS
+from benchmark.seeding import fnv_seed
 from benchmark.training import LocalLoop, LoopLog, shuffled_batches
 
 
@@ -124,10 +125,10 @@ class KGAlgorithm(Algorithm):
         if dims and self.fusion == SPLIT:
             cls = SplitKGEClient
         model = cls(client.num_entities, client.num_relations, self.task_cfg,
-                    _mix(self.ctx.seed, client.cid, 17), dims, self.fusion)
+                    fnv_seed(self.ctx.seed, client.cid, 17), dims, self.fusion)
         model.proj_norm = str(getattr(self.cfg, "proj_norm", KGEClient.proj_norm))
         if dims and self.imputer != "none":
-            model.attach_imputer(self.imputer, self.cfg.imputer_options(), _mix(self.ctx.seed, client.cid, 31))
+            model.attach_imputer(self.imputer, self.cfg.imputer_options(), fnv_seed(self.ctx.seed, client.cid, 31))
         return model.to(self.ctx.device)
 
     def client_model(self, client: KGClientData, state: dict) -> KGEClient:
@@ -170,7 +171,7 @@ class KGAlgorithm(Algorithm):
     def batch_generator(self, client: KGClientData, rnd: int) -> torch.Generator:
         """The seeded generator of one client's round (batch order and negatives), on the
         model's device so neither is drawn on the host and copied."""
-        return torch.Generator(device=self.ctx.device).manual_seed(_mix(self.ctx.seed, client.cid, rnd, 101))
+        return torch.Generator(device=self.ctx.device).manual_seed(fnv_seed(self.ctx.seed, client.cid, rnd, 101))
 
     def local_train(self, client: KGClientData, model: KGEClient, opt: torch.optim.Optimizer, rnd: int,
                     regularizer: Regularizer | None = None) -> LoopLog:
@@ -213,7 +214,7 @@ class KGAlgorithm(Algorithm):
         dec_cls = DECODERS.get(self.task_cfg.decoder)
         width = dec_cls.entity_width(self.task_cfg.dim)
         rng = (self.task_cfg.gamma + dec_cls.epsilon) / self.task_cfg.dim
-        gen = torch.Generator().manual_seed(_mix(self.ctx.seed, 3))
+        gen = torch.Generator().manual_seed(fnv_seed(self.ctx.seed, 3))
         self.table = torch.empty(self.ctx.num_global_nodes, width).uniform_(-rng, rng, generator=gen)
         if self.warm_table is not None:  # the pre-training stage's global rows (algorithm.pretrained)
             if self.warm_table.shape != self.table.shape:
@@ -227,7 +228,7 @@ class KGAlgorithm(Algorithm):
                 self.shared[f"proj.{m}.weight"] = lin.weight.detach().clone()
                 self.shared[f"proj.{m}.bias"] = lin.bias.detach().clone()
             if self.fusion != SPLIT:  # split has no fusion parameters to share
-                fusion = build_fusion(self.fusion, width, list(self.ctx.feature_dims), _mix(self.ctx.seed, 5))
+                fusion = build_fusion(self.fusion, width, list(self.ctx.feature_dims), fnv_seed(self.ctx.seed, 5))
                 self.shared.update(fusion_payload(fusion))
         self.table = self.table.to(self.ctx.device)
         self.shared = {k: v.to(self.ctx.device) for k, v in self.shared.items()}

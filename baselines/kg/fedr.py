@@ -33,13 +33,14 @@ import torch
 from torch import Tensor
 
 from baselines.kg.common import KGAlgorithm, both_views
-from baselines.kg.kge_client import KGEClient, _mix
+from baselines.kg.kge_client import KGEClient
 from benchmark.algorithm import Broadcast
 from benchmark.comm import Payload
 from benchmark.errors import BenchmarkError
 from benchmark.kg_client import KGClientData
 from benchmark.kge import build_decoder
 from benchmark.registry import ALGORITHMS
+from benchmark.seeding import fnv_seed
 
 
 def relation_rows(relation: Tensor, num_relations: int) -> Tensor:
@@ -83,7 +84,7 @@ class FedR(KGAlgorithm):
             self.relation_ids_seen[cid] = up["relation_ids"].long()
         n = int(max((int(ids.max()) + 1 for ids in self.relation_ids_seen.values() if ids.numel()), default=0))
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(_mix(self.ctx.seed, 7))
+            torch.manual_seed(fnv_seed(self.ctx.seed, 7))
             dec = build_decoder(self.task_cfg.decoder, max(n, 1), self.task_cfg.dim, self.task_cfg.gamma)
         self.relation_table = relation_rows(dec.relation, max(n, 1)).to(self.ctx.device)
         return self._relation_replies()

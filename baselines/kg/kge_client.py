@@ -15,6 +15,7 @@ from baselines.kg.imputers import ImputerOptions, KGImputer, build_imputer, hype
 from benchmark.comm import Payload
 from benchmark.kg_client import KGClientData
 from benchmark.kge import build_decoder
+from benchmark.seeding import fnv_seed
 
 # the split paradigm is a model (one decoder per modality), not a KG_FUSIONS entry
 SPLIT = "split"
@@ -22,14 +23,6 @@ SPLIT = "split"
 
 # a local-loss term: (model, client) -> scalar added to every batch's KGE loss
 Regularizer = Callable[["KGEClient", KGClientData], Tensor]
-
-
-def _mix(*parts: int) -> int:
-    """A deterministic 62-bit seed from integers (seed, client id, round...)."""
-    h = 1469598103934665603
-    for p in parts:
-        h = ((h ^ (int(p) & 0xFFFFFFFFFFFF)) * 1099511628211) % (1 << 62)
-    return h
 
 
 def _standardize(x: Tensor) -> Tensor:
@@ -81,7 +74,7 @@ class KGEClient(nn.Module):
                 lin = nn.Linear(dm, d)
                 self.proj[m] = lin
             init_projections(self.proj, self.decoder.embedding_range, gen)
-            self.fusion = build_fusion(fusion, self.entity.shape[1], list(feature_dims), _mix(seed, 29))
+            self.fusion = build_fusion(fusion, self.entity.shape[1], list(feature_dims), fnv_seed(seed, 29))
         self.imputer: KGImputer | None = None  # set by attach_imputer; never uploaded
 
     @property

@@ -34,11 +34,12 @@ import torch
 from torch import Tensor, nn
 
 from baselines.kg.common import KGAlgorithm
-from baselines.kg.kge_client import KGEClient, _mix
+from baselines.kg.kge_client import KGEClient
 from benchmark.comm import Payload
 from benchmark.kg_client import KGClientData
 from benchmark.kge import kge_loss, sample_negatives
 from benchmark.registry import ALGORITHMS
+from benchmark.seeding import fnv_seed
 from benchmark.training import LocalLoop, shuffled_batches
 
 View = tuple[nn.Module, Tensor]
@@ -117,7 +118,7 @@ class DualViewKG(KGAlgorithm):
         cm = self.client_model(client, state)
         if "server" not in state:
             sm = type(cm)(client.num_entities, client.num_relations, self.task_cfg,
-                          _mix(self.ctx.seed, client.cid, 17), self.ctx.feature_dims, self.fusion)
+                          fnv_seed(self.ctx.seed, client.cid, 17), self.ctx.feature_dims, self.fusion)
             sm.decoder = cm.decoder
             sm.proj_norm = cm.proj_norm
             if hasattr(cm, "view_decoders"):

@@ -34,10 +34,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from baselines.kg.kge_client import SPLIT, KGEClient, _mix
+from baselines.kg.kge_client import SPLIT, KGEClient
 from benchmark.errors import ConfigError
 from benchmark.kg_client import KGClientData
 from benchmark.kge import build_decoder
+from benchmark.seeding import fnv_seed
 
 STRUCTURE = "structure"
 
@@ -58,7 +59,7 @@ class SplitKGEClient(KGEClient):
         self.view_decoders = nn.ModuleDict()
         for j, m in enumerate(feature_dims):
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(_mix(seed, 41, j))
+                torch.manual_seed(fnv_seed(seed, 41, j))
                 self.view_decoders[m] = build_decoder(task_cfg.decoder, max(num_relations, 1), task_cfg.dim,
                                                       task_cfg.gamma)
 

@@ -24,7 +24,6 @@ one per positive edge, and are never an edge of the client's graph.
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +35,7 @@ from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.metrics import average_precision, roc_auc, score_spread
 from benchmark.registry import TASKS
+from benchmark.seeding import seeded_rng
 from benchmark.tasks.base import SPLITS, SPREAD, Task
 
 LOSSES = ("bce", "bce_bpr_margin")
@@ -43,7 +43,7 @@ LOSSES = ("bce", "bce_bpr_margin")
 
 def task_rng(seed: int, cid: int, salt: str) -> np.random.Generator:
     """A generator per (task seed, client, purpose): independent streams, stable across runs."""
-    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(cid) + 1, zlib.crc32(salt.encode())])
+    return seeded_rng(seed, int(cid) + 1, salt)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from benchmark.errors import ConfigError
 from benchmark.federation import FederatedData
 from data_prep.amfl.population import AMFLPopulation, ClientPlan
 from data_prep.amfl.source import AMFLSource
-from data_prep.partition import seeded_rng
+from benchmark.seeding import seeded_rng
 
 AMFL_ARTIFACT_VERSION = 1
 

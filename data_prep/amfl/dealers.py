@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 from torch import Tensor
 
-from data_prep.partition import seeded_rng
+from benchmark.seeding import seeded_rng
 
 
 class Dealer(ABC):

@@ -28,7 +28,7 @@ import torch
 from benchmark.errors import DataError
 from benchmark.registry import DATASETS
 from data_prep.amfl.source import AMFLSource
-from data_prep.partition import seeded_rng
+from benchmark.seeding import seeded_rng
 
 AV_CAPTION = ("Mnist AMF stand-in: scikit-learn 8x8 digits (image) paired by label with procedural MNIST-1D "
               "signals (standing in for AV-MNIST audio); views share the label, not the recording")

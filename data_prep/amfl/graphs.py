@@ -39,7 +39,7 @@ from benchmark.registry import DATASETS
 from data_prep.amfl.digits import AVDigits
 from data_prep.amfl.source import AMFLSource
 from data_prep.datasets.sources import undirected_edge_index
-from data_prep.partition import seeded_rng
+from benchmark.seeding import seeded_rng
 
 DIGITS_CAPTION = ("generated multimodal graph: scikit-learn 8x8 digits (image) and MNIST-1D signals (signal) of "
                   "the same label, linked by a seeded label block model (homophilous edges)")

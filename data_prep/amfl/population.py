@@ -32,7 +32,7 @@ from benchmark.amfl.blocks import BLOCKS
 from benchmark.amfl.spec import ArchSpec, BlockSpec
 from benchmark.errors import ConfigError
 from benchmark.registry import PARTITIONERS
-from data_prep.partition import seeded_rng
+from benchmark.seeding import seeded_rng
 
 @dataclass
 class ClientPlan:

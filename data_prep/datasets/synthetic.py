@@ -42,6 +42,7 @@ import torch
 from benchmark.errors import ConfigError
 from benchmark.federation import GraphDataset
 from benchmark.registry import DATASETS
+from benchmark.seeding import spawned_rngs
 
 # Latent geometry, tuned so that at the defaults (60/20/20 split) a linear probe or MLP gets
 # roughly 0.5-0.6 on text alone or image alone and ~0.8 on both, and a 2-layer GCN on both ~0.9.
@@ -109,7 +110,7 @@ class SyntheticGraph:
         """Generate the graph; ``root`` is unused (nothing is read from disk)."""
         c = self.cfg
         # separate streams: changing a graph knob leaves labels and features as they were
-        label_rng, graph_rng, feat_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(c.seed).spawn(3))
+        label_rng, graph_rng, feat_rng = spawned_rngs(c.seed, 3)
         y = class_labels(c.num_nodes, c.num_classes, c.imbalance, label_rng)
         comm = community_ids(y, c.communities_per_class, graph_rng)
         theta = degree_propensities(c.num_nodes, c.degree_exponent, c.avg_degree, graph_rng)

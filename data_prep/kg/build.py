@@ -42,7 +42,7 @@ from data_prep.artifact import (
 )
 from data_prep.kg.dataset import KGDataset
 from data_prep.kg.federation import KGClientData, make_kg_client
-from data_prep.partition import seeded_rng
+from benchmark.seeding import seeded_rng
 from data_prep.partition.dirichlet_items import (
     COVER_MODES,
     build_client_modalities,

@@ -25,7 +25,6 @@ features in the formats the MMKG community distributes (one tensor per entity as
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from torch import Tensor
 
 from benchmark.errors import DataError, first_line
 from benchmark.registry import DATASETS
+from benchmark.seeding import name_rng
 from data_prep.datasets.sources import (  # noqa: F401 - MIRROR and REPO_ROOT are re-exported
     ENV_ROOT, MIRROR, REPO_ROOT, UNREADABLE, RemoteFile, download_file, file_present, read_text, search_places,
     sha256_file,
@@ -160,8 +160,7 @@ def text_items(entities: list[str], wikidata: dict[str, dict], mid2name: dict[st
 
 
 def _name_seeded_vector(name: str, salt: str, dim: int) -> np.ndarray:
-    seed = int.from_bytes(hashlib.blake2b(f"{salt}:{name}".encode(), digest_size=8).digest(), "little")
-    return np.random.default_rng(seed).standard_normal(dim) / math.sqrt(dim)
+    return name_rng(salt, name).standard_normal(dim) / math.sqrt(dim)
 
 
 def encode_numeric_items(attributes: list[str], values: Iterable[float], dim: int = 64) -> np.ndarray:

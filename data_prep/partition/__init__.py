@@ -7,8 +7,6 @@ same thing for all of them.
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import torch
 
@@ -24,11 +22,6 @@ def check_num_clients(name: str, num_nodes: int, num_clients: int) -> None:
         raise ConfigError(
             f"partition '{name}': num_clients ({num_clients}) exceeds the number of nodes ({num_nodes})"
         )
-
-
-def seeded_rng(seed: int, salt: str) -> np.random.Generator:
-    """A generator for one component: the same run seed gives unrelated streams per salt."""
-    return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(salt.encode())])
 
 
 def owner_array(clients: list[ClientIndex], num_nodes: int) -> np.ndarray:

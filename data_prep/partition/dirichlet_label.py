@@ -11,7 +11,8 @@ from benchmark.errors import ConfigError
 from benchmark.federation import GraphDataset, PartitionResult
 from benchmark.registry import PARTITIONERS
 from data_prep.component_kinds import GraphPartitioner
-from data_prep.partition import check_num_clients, result_from_owner, seeded_rng
+from benchmark.seeding import seeded_rng
+from data_prep.partition import check_num_clients, result_from_owner
 from data_prep.partition.louvain import louvain_labels
 
 LABEL_SOURCES = ("labels", "louvain", "kmeans")

@@ -9,7 +9,8 @@ import numpy as np
 from benchmark.federation import GraphDataset, PartitionResult
 from benchmark.registry import PARTITIONERS
 from data_prep.component_kinds import GraphPartitioner
-from data_prep.partition import check_num_clients, result_from_owner, seeded_rng
+from benchmark.seeding import seeded_rng
+from data_prep.partition import check_num_clients, result_from_owner
 
 
 @PARTITIONERS.register("iid")

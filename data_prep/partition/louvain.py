@@ -13,7 +13,8 @@ from benchmark.errors import ConfigError
 from benchmark.federation import GraphDataset, PartitionResult
 from benchmark.registry import PARTITIONERS
 from data_prep.component_kinds import GraphPartitioner
-from data_prep.partition import check_num_clients, result_from_owner, seeded_rng
+from benchmark.seeding import seeded_rng
+from data_prep.partition import check_num_clients, result_from_owner
 
 
 @PARTITIONERS.register("louvain")

@@ -47,6 +47,7 @@ from torch import Tensor
 
 from benchmark.errors import ConfigError
 from benchmark.registry import PARTITIONERS
+from benchmark.seeding import spawned_rngs
 from data_prep.component_kinds import KGPartitioner
 from data_prep.kg.dataset import KGDataset
 
@@ -110,8 +111,8 @@ def relation_id_partition(
     if len(ratios) != 3 or any(r < 0 for r in ratios) or abs(sum(ratios) - 1.0) > 1e-6:
         raise ConfigError(f"relation_id split ratios must be three non-negative numbers summing to 1, got {ratios}")
     arr = triples.cpu().numpy().astype(np.int64)
-    seeds = np.random.SeedSequence(seed).spawn(num_clients + 1)
-    perm = np.random.default_rng(seeds[0]).permutation(num_relations)
+    rngs = spawned_rngs(seed, num_clients + 1)
+    perm = rngs[0].permutation(num_relations)
     groups = np.array_split(perm, num_clients)
     owner = np.empty(num_relations, dtype=np.int64)
     for c, g in enumerate(groups):
@@ -122,7 +123,7 @@ def relation_id_partition(
     clients: list[KGClient] = []
     for c, g in enumerate(groups):
         mine = arr[order[bounds[c]:bounds[c + 1]]]
-        tr, va, te = split_triples(mine, ratios, np.random.default_rng(seeds[c + 1]))
+        tr, va, te = split_triples(mine, ratios, rngs[c + 1])
         ents = np.unique(np.concatenate([mine[:, 0], mine[:, 2]]))
         clients.append(KGClient(
             cid=c,

@@ -39,8 +39,9 @@ from benchmark.amfl.graph import ArchGraph, build_graph, graph_categories, vocab
 from benchmark.amfl.model import flat_params, load_flat
 from benchmark.comm import Payload, disclosed
 from benchmark.registry import ALGORITHMS
+from benchmark.seeding import text_seed
 from baselines.amfl.common import (LOCAL_OPTIMIZERS, AMFLAlgorithm, collect_public, distill_grads, public_requests,
-                                   public_upload, stream_seed)
+                                   public_upload)
 from baselines.amfl.supernet import SPEC_KEY, model_from_payload, spec_payload
 from methods.fedmbridge.tahn import TAHN, ClientLayout, chain_rule_step
 
@@ -122,13 +123,13 @@ class FedMBridge(AMFLAlgorithm):
         c, ctx = self.cfg, self.ctx
         self.index = {cid: i for i, cid in enumerate(ctx.client_ids)}
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(stream_seed(ctx.seed, "fedmbridge/tahn"))
+            torch.manual_seed(text_seed(ctx.seed, "fedmbridge/tahn"))
             self.tahn = TAHN(vocab_sizes(len(ctx.modalities)), len(ctx.client_ids), embed_dim=c.embed_dim,
                              gnn_widths=list(c.gnn_widths[:c.gnn_layers]), task_dim=c.task_dim, combine=c.combine,
                              hidden=c.hidden, chunk=c.chunk, max_chunks=c.max_chunks, chunk_dim=c.chunk_dim,
                              extension=graph_categories(),
-                             extension_seed=stream_seed(ctx.seed, "fedmbridge/tahn/graph"), decoder=c.decoder,
-                             head_seed=stream_seed(ctx.seed, "fedmbridge/tahn/heads")).to(ctx.device)
+                             extension_seed=text_seed(ctx.seed, "fedmbridge/tahn/graph"), decoder=c.decoder,
+                             head_seed=text_seed(ctx.seed, "fedmbridge/tahn/heads")).to(ctx.device)
         groups = [{"params": self.tahn.phi(), "weight_decay": c.server_weight_decay},
                   {"params": [self.tahn.tasks.weight], "weight_decay": 0.0}]
         self.opt = SERVER_OPTIMIZERS[c.server_optimizer](groups, lr=c.server_lr)
@@ -159,7 +160,7 @@ class FedMBridge(AMFLAlgorithm):
         if self.distills:
             self.specs = {cid: {SPEC_KEY: up[SPEC_KEY]} for cid, up in uploads.items()}
             asked = public_requests(self.specs, self.ctx.feature_dims, self.cfg.kd_rho,
-                                    stream_seed(self.ctx.seed, "fedmbridge/public"))
+                                    text_seed(self.ctx.seed, "fedmbridge/public"))
             replies = {cid: {**replies[cid], **asked[cid]} for cid in replies}
         return replies
 
@@ -181,7 +182,7 @@ class FedMBridge(AMFLAlgorithm):
         self.local_train(model, opt, client, rnd)
         up: Payload = {"delta": flat_params(model) - theta}
         if state.pop("public_request", False):
-            up.update(public_upload(client, self.cfg.kd_rho, stream_seed(self.ctx.seed, "fedmbridge/rows", client.cid)))
+            up.update(public_upload(client, self.cfg.kd_rho, text_seed(self.ctx.seed, "fedmbridge/rows", client.cid)))
         return up
 
     def _trained(self, cid: int, delta: torch.Tensor) -> torch.nn.Module:
@@ -195,7 +196,7 @@ class FedMBridge(AMFLAlgorithm):
         clients (as teachers) on the public set; unchanged while there is no public row yet."""
         if not self.public or len(deltas) < 2:
             return deltas
-        rng = np.random.default_rng(stream_seed(self.ctx.seed, "fedmbridge/teachers", rnd))
+        rng = np.random.default_rng(text_seed(self.ctx.seed, "fedmbridge/teachers", rnd))
         models = {cid: self._trained(cid, d) for cid, d in deltas.items()}
         out = {}
         for cid in sorted(deltas):

@@ -16,6 +16,7 @@ from benchmark.config import ModelConfig
 from benchmark.errors import ConfigError
 from benchmark.federation import ClientData
 from benchmark.registry import ALGORITHMS
+from benchmark.seeding import chain_seed
 from benchmark.training import LocalLoop, LoopLog
 from methods.fedmgs.model import FedMGSNet, Forward, Switches
 from methods.fedmgs.prototypes import Bank, assign_to_bank, client_estimates, init_bank_from_local_clusters, \
@@ -241,10 +242,7 @@ class FedMGS(ModelAlgorithm):
 
     # ------------------------------------------------------------------ prototypes (Eq. 3, client side)
     def _generator(self, *salt: int) -> torch.Generator:
-        seed = self.ctx.seed
-        for s in salt:
-            seed = (seed * 1_000_003 + s + 1) % (2**63 - 1)
-        return torch.Generator().manual_seed(seed)
+        return torch.Generator().manual_seed(chain_seed(self.ctx.seed, *salt))
 
     @torch.no_grad()
     def client_prototypes(self, model: FedMGSNet, client: ClientData, rnd: int) -> Payload:
