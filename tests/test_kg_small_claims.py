@@ -2,8 +2,8 @@
 show what the closing note says of them.
 
 `results/mmfed3_table3|table6|fig8/small.jsonl` come from `sweep <suite> --scale small`
-and are committed with their tables (fig8's Fed3 cells first, its Fed5 and Fed10 cells later;
-the Fed3 finding below reads those cells only). These
+and are committed with their tables (fig8 re-run to convergence for issue 27; its Fed3
+finding below reads those cells only, ``ONLY``). These
 tests read them, so a re-run that changes a stated finding, a lost cell or a hand-edited
 table fails here. The findings are the ones the paper makes, checked on our data, whichever
 way they came out: MMFeD3-HidE beats MMFedE-HidE; HidE does NOT beat the AE imputer under
@@ -77,27 +77,28 @@ def test_hide_pretraining_does_not_help_the_averaging_methods(table3):
     assert mrr[("mmfed3", "ae", 3)] - mrr[("mmfed3", "hide", 3)] < 0.02
 
 
-def test_fig8_mmfed3_hide_and_mmfede_tie_on_the_client_view():
-    """Fed3, client view (KG protocol 2): MMFeD3-HidE and MMFedE (no imputer) are within 0.015
-    MRR of each other at every availability rate and neither is above at every rate; under
-    version 1 (MMFedE on the global model) MMFeD3-HidE was above at every rate."""
+def test_fig8_mmfed3_hide_above_mmfede_at_every_rate_on_fed3():
+    """Fed3, client view, at convergence (issue 27's re-run: early stopping, FedE stage outside
+    the rounds): MMFeD3-HidE is above MMFedE (no imputer) at every availability rate, as in the
+    paper, by 0.005-0.017 MRR. Before the re-run (8 rounds) the two tied within 0.015 with
+    neither above at every rate."""
     _, records, _ = _load("mmfed3_fig8")
     mrr = _mrr(records, "algorithm.name", "missing.rate")
     rates = sorted({r for _, r in mrr})
     assert len(rates) == 6
     gaps = [mrr[("mmfed3", r)] - mrr[("mmfede", r)] for r in rates]
-    assert all(abs(g) < 0.015 for g in gaps), gaps
-    assert any(g > 0 for g in gaps) and any(g < 0 for g in gaps), gaps
+    assert all(0.004 < g < 0.02 for g in gaps), gaps
 
 
-def test_fig8_with_more_clients_mmfede_without_imputation_beats_mmfed3_hide_at_every_rate():
-    """Fed5 and Fed10: MMFedE (no imputer) is above MMFeD3-HidE at every availability rate,
-    by 0.01-0.06 MRR at Fed5 and 0.03-0.05 at Fed10: HidE's imputation costs more as the
-    clients' shares of the graph shrink (the paper has MMFeD3-HidE above at every rate)."""
+def test_fig8_mmfed3_hide_stays_above_mmfede_with_more_clients():
+    """Fed5 and Fed10: MMFeD3-HidE stays above MMFedE at every rate (Fed5 by 0.001-0.011 MRR,
+    inside the seed spread of about 0.007 at most rates; Fed10 by 0.006-0.018). Before the
+    re-run MMFedE was above at every rate there: that was HidE's pre-training eating its
+    8-round budget, not the method."""
     _, records, _ = load_small("mmfed3_fig8")
     mrr = _mrr(records, "partition.num_clients", "algorithm.name", "missing.rate")
-    for n, (low, high) in {5: (0.005, 0.06), 10: (0.025, 0.05)}.items():
-        gaps = [mrr[(n, "mmfede", r)] - mrr[(n, "mmfed3", r)] for (c, a, r) in mrr if c == n and a == "mmfede"]
+    for n, (low, high) in {5: (0.0, 0.012), 10: (0.005, 0.02)}.items():
+        gaps = [mrr[(n, "mmfed3", r)] - mrr[(n, "mmfede", r)] for (c, a, r) in mrr if c == n and a == "mmfede"]
         assert len(gaps) == 6 and all(low < g < high for g in gaps), (n, gaps)
 
 
