@@ -10,7 +10,8 @@ third flag, ``below_reference``, which needs the store's reference rows
 
 Collapsed: the record's ``test/spread`` (else ``val/spread``) is below ``SPREAD_EPSILON``.
 Every built-in task reports ``spread``, the standard deviation of the scores its metrics
-rank (cosines for retrieval and matching, edge scores for link prediction) or, for node
+rank (cosines for retrieval and matching, edge scores for link prediction, each query's candidate
+scores for KG completion, averaged over queries) or, for node
 classification, the share of nodes not given the most common prediction; 0 means every
 score is equal. A record without it (older records, an algorithm with its own scoring) is
 not judged (``None``), nor is one whose algorithm ties every score by design

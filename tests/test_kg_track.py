@@ -9,7 +9,7 @@ import torch
 from benchmark.config import build_run_config
 from benchmark.engine import Engine
 from benchmark.errors import ConfigError
-from benchmark.kge import FilterIndex
+from benchmark.kge import FilterIndex, build_decoder
 from benchmark.kge.evaluation import both_directions
 from data_prep.build import build_federation
 from benchmark.kg_client import KGClientData
@@ -223,3 +223,25 @@ def test_a_client_with_an_empty_split_gets_an_empty_triple_table():
                        {"text": torch.zeros(3, 2)}, torch.ones(3, 1, dtype=torch.bool))
     assert isinstance(c, KGClientData) and c.num_train == 1
     assert c.valid_triples.shape == (0, 3) and c.test_triples.dtype == torch.long
+
+
+def test_kg_records_carry_a_score_spread_the_guard_judges(records, fed):
+    """Every KG record reports ``spread`` (each query's candidate scores, averaged), so the
+    guard judges KG cells for collapse as it does graph cells: the trained runs are not
+    collapsed, and a client model that scores every candidate alike (an all-zero entity
+    table under TransE) has spread 0, which the guard flags."""
+    from benchmark.guard import SPREAD_EPSILON, verdict
+    from benchmark.record import Record
+
+    for alg, (rec, _) in records.items():
+        assert rec["metrics"]["test/spread"] > SPREAD_EPSILON, alg
+        assert rec["guard"]["collapsed"] is False, alg
+    _, eng = records["s_ind"]
+    task = eng.task
+    client = fed.clients[0]
+    decoder = build_decoder("transe", client.num_relations, 16)
+    flat = task.scores_from_entities(decoder, torch.zeros(client.num_entities, 16), client)
+    assert flat["test"]["spread"] == 0.0
+    rec = Record.from_dict({**records["s_ind"][0], "metrics": {"test/mrr": flat["test"]["mrr"],
+                                                             "test/spread": flat["test"]["spread"]}})
+    assert verdict(rec)["collapsed"] is True

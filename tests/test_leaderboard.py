@@ -109,6 +109,22 @@ def test_markdown_and_figure_written(board: Any) -> None:
     assert not re.search(r"""(src|href)=["']https?://""", page), "the page must not load anything remotely"
 
 
+def test_a_figure_left_from_an_earlier_page_is_removed(tmp_path: Path) -> None:
+    """Rebuilding the leaderboard removes a robustness figure of the same store that this
+    build did not draw (a row set that is gone), so no figure on disk outlives its page; other
+    stores' figures are left alone."""
+    _write_results(tmp_path / "results")
+    out = tmp_path / "tables"
+    out.mkdir()
+    stale = [out / "leaderboard_demo_tiny_robustness_9.png", out / "leaderboard_demo_tiny_robustness_9.pdf"]
+    other = out / "leaderboard_demo2_tiny_robustness_0.png"
+    for p in (*stale, other):
+        p.write_bytes(b"old")
+    board = build_leaderboard(tmp_path / "results", out)
+    assert board.figures and all(p.is_file() for p in board.figures)
+    assert not any(p.exists() for p in stale) and other.read_bytes() == b"old"
+
+
 def _run_in_chromium(page: Path, script: str, tmp_path: Path) -> dict[str, Any]:
     """Load a copy of the page with ``script`` appended, let Chromium run it, return its JSON result."""
     probe = tmp_path / "probe.html"

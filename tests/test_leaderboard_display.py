@@ -126,6 +126,22 @@ def test_committed_kg_store_shows_mrr_at_three_decimals() -> None:
     assert "MMFeD3" in methods and not methods & {"mmfed3", "mmfedlu", "s_ind"}, methods
 
 
+def test_rows_of_a_setting_the_suite_no_longer_runs_are_superseded() -> None:
+    """mmfed3_fig8 keeps the records it was first made with, when HidE's pre-training was a
+    share of the rounds (``algorithm.pretrain_share``); the suite now starts from a FedE stage
+    (``algorithm.pretrained``). Those rows are superseded, not listed as current runs, and the
+    current rows are exactly the suite's cells."""
+    path = ROOT / "results" / "mmfed3_fig8" / "small.jsonl"
+    section = make_section("mmfed3_fig8", "small", ResultStore(path).read())
+    assert section is not None
+    current = [r for r in section.rows if r.current]
+    old = [r for r in section.rows if not r.current]
+    assert len(current) == 36 and all("algorithm.pretrain_share" not in r.params for r in current)
+    assert any("algorithm.pretrain_share" in r.params for r in old)
+    live = sections_mod.suite_settings("mmfed3_fig8", "small")
+    assert live is not None and {sections_mod._setting(r.params) for r in current} == live
+
+
 # -- display names -----------------------------------------------------------------------------
 
 

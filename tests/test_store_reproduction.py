@@ -74,5 +74,8 @@ def test_a_stored_cell_reruns_to_its_stored_metrics(family, tmp_path):
     finally:
         torch.set_num_threads(threads)
     assert again["status"] == "ok"
-    assert again["metrics"] == record.metrics, (record.suite, record.params, record.seed)
+    # every stored metric, bit for bit (a metric the task added since, such as the KG score
+    # spread, is not in the stored record to compare)
+    assert {k: again["metrics"].get(k) for k in record.metrics} == record.metrics, (record.suite, record.params,
+                                                                                     record.seed)
     assert again["provenance"]["protocol"] == record.provenance["protocol"]

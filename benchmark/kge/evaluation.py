@@ -111,6 +111,18 @@ def rank_metrics(ranks: Tensor) -> dict[str, float]:
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
 
+def row_spread(scores: Tensor) -> Tensor:
+    """``[B]``: the standard deviation of each row's finite scores (0 when a query scores every
+    candidate alike: the collapse the guard flags; NaN for a row with fewer than two)."""
+    s = scores.detach().double()
+    finite = torch.isfinite(s)
+    n = finite.sum(1)
+    x = torch.where(finite, s, torch.zeros_like(s))
+    mean = x.sum(1) / n.clamp_min(1)
+    var = (torch.where(finite, s - mean.unsqueeze(1), torch.zeros_like(s)) ** 2).sum(1) / n.clamp_min(1)
+    return torch.where(n >= 2, var.sqrt(), torch.full_like(var, float("nan")))
+
+
 @torch.no_grad()
 def filtered_ranks(
     score_fn: ScoreFn,
@@ -118,11 +130,13 @@ def filtered_ranks(
     filter_index: FilterIndex,
     candidates: Tensor | None = None,
     batch_size: int = 256,
+    spreads: list[Tensor] | None = None,
 ) -> Tensor:
     """Ranks ``[Q]`` of the answers of ``queries`` ``[Q, 3]`` = (head, relation id incl.
     inverse ids, answer). ``score_fn(h, r)`` returns ``[B, N]`` scores of the candidates
     (in the order of ``candidates``; all entities when ``None``). Ranks are computed on
-    the device of the scores, whatever the device of ``queries``."""
+    the device of the scores, whatever the device of ``queries``. With ``spreads``, each
+    batch's per-query score spread (:func:`row_spread`, unfiltered) is appended to it."""
     E = filter_index.num_entities
     local_on: dict[torch.device, Tensor] = {}
 
@@ -151,6 +165,8 @@ def filtered_ranks(
         cols = local[ents]
         ok = cols >= 0
         out.append(tie_aware_ranks(scores, pos, rows[ok], cols[ok]))
+        if spreads is not None:
+            spreads.append(row_spread(scores))
     return torch.cat(out) if out else torch.empty(0, dtype=torch.double)
 
 
@@ -170,12 +186,16 @@ def evaluate_filtered(
 ) -> dict:
     """Filtered MRR / Hits@K over both directions of ``triples`` (base relation ids).
 
-    Returns the averaged metrics at the top level plus ``tail`` and ``head`` sub-dicts.
+    Returns the averaged metrics at the top level plus ``tail`` and ``head`` sub-dicts, and
+    ``spread``: the mean over queries of the spread of each query's candidate scores (0 when
+    the model scores every candidate alike, which the pathology guard flags as collapsed).
     """
     tail_q, head_q = both_directions(triples, filter_index.num_relations)
-    tail = filtered_ranks(score_fn, tail_q, filter_index, candidates, batch_size)
-    head = filtered_ranks(score_fn, head_q, filter_index, candidates, batch_size)
+    spreads: list[Tensor] = []
+    tail = filtered_ranks(score_fn, tail_q, filter_index, candidates, batch_size, spreads)
+    head = filtered_ranks(score_fn, head_q, filter_index, candidates, batch_size, spreads)
     out = rank_metrics(torch.cat([tail, head]))
+    out["spread"] = float(torch.cat(spreads).nanmean()) if spreads else float("nan")
     out["tail"] = rank_metrics(tail)
     out["head"] = rank_metrics(head)
     return out

@@ -13,7 +13,9 @@ prediction is tail prediction on the inverse relation. Negatives: ``num_negative
 uniform tails over the client's entities per query (softmax cross-entropy, Eq. 1-2 of the
 seed paper, or RotatE's self-adversarial loss). Evaluation: both directions, filtered by
 all of the client's known triples, candidates = the client's entities; ``n`` is the number
-of triples of the split (the federation score is weighted by it).
+of triples of the split (the federation score is weighted by it); ``spread`` the mean over
+queries of the standard deviation of each query's candidate scores (0: every candidate
+scored alike, which the pathology guard flags as collapsed).
 
 Views: a model may instead expose ``entity_views(client) -> {name: (decoder, [n_ent, d])}``
 (the *split* paradigm: one scorer per modality, each with its own relation table). Then
@@ -39,7 +41,7 @@ from benchmark.kge import (
 )
 from benchmark.kge.evaluation import ScoreFn
 from benchmark.registry import TASKS
-from benchmark.tasks.base import Task
+from benchmark.tasks.base import SPREAD, Task
 
 
 class KGEClientModel(Protocol):
@@ -166,5 +168,6 @@ class KGCompletion(Task):
             triples = client.split_triples(split)
             res = evaluate_filtered(score, triples, index, None, self.cfg.eval_batch)
             out[split] = {m: (res[m] if triples.numel() else 0.0) for m in self.metrics}
+            out[split][SPREAD] = res["spread"] if triples.numel() else float("nan")
             out[split]["n"] = float(triples.shape[0])
         return out

@@ -56,29 +56,38 @@ def plot_sections(sections: Sequence[Section], out_dir: Path) -> None:
     from benchmark.report.robustness_figure import robustness_plot
 
     for sec in sections:
-        current = [r for r in sec.rows if r.current and r.ok]
-        if len({r.rate for r in current if r.rate is not None}) < 2:
+        _plot_section(sec, out_dir, robustness_plot)
+        drawn = {p.stem for _, p in sec.figures}
+        for old in out_dir.glob(f"leaderboard_{sec.suite}_{sec.scale}_robustness*"):
+            if old.suffix in (".png", ".pdf") and old.stem not in drawn:
+                old.unlink()  # a figure of an earlier page (a row set that is gone): never left to mislead
+
+
+def _plot_section(sec: Section, out_dir: Path, robustness_plot: Any) -> None:
+    """The figures of one section, appended to ``sec.figures`` (notes for those not drawn)."""
+    current = [r for r in sec.rows if r.current and r.ok]
+    if len({r.rate for r in current if r.rate is not None}) < 2:
+        return
+    combos: dict[str, dict[str, Any]] = {}
+    for r in current:
+        combos.setdefault(json.dumps(_setting(r), sort_keys=True, default=str), _setting(r))
+    if len(combos) > MAX_PLOTS_PER_SECTION:
+        sec.notes.append(f"{len(combos)} parameter settings; figures drawn for the first "
+                         f"{MAX_PLOTS_PER_SECTION} only (the table has all).")
+    for i, (key, rest) in enumerate(list(combos.items())[:MAX_PLOTS_PER_SECTION]):
+        records = [rec for r in current if json.dumps(_setting(r), sort_keys=True, default=str) == key
+                   for rec in r.records]
+        rates = {(rec.params or {}).get(ROBUSTNESS_X) for rec in records}
+        if ROBUSTNESS_X not in (records[0].params or {}) or len(rates - {None}) < 2:
+            continue  # one missing rate: no curve to draw
+        title = figure_title(sec, rest)
+        suffix = f"_{i}" if len(combos) > 1 else ""
+        stem = out_dir / f"leaderboard_{sec.suite}_{sec.scale}_robustness{suffix}"
+        try:
+            paths = robustness_plot(records, x=ROBUSTNESS_X, metric=sec.primary, hue="algorithm.name",
+                                    out_stem=stem, title=title, hue_labels=sec.labels or None,
+                                    percent=sec.percent.get(sec.primary, True))
+        except (ConfigError, DataError) as e:
+            sec.notes.append(f"figure not drawn: {e}")
             continue
-        combos: dict[str, dict[str, Any]] = {}
-        for r in current:
-            combos.setdefault(json.dumps(_setting(r), sort_keys=True, default=str), _setting(r))
-        if len(combos) > MAX_PLOTS_PER_SECTION:
-            sec.notes.append(f"{len(combos)} parameter settings; figures drawn for the first "
-                             f"{MAX_PLOTS_PER_SECTION} only (the table has all).")
-        for i, (key, rest) in enumerate(list(combos.items())[:MAX_PLOTS_PER_SECTION]):
-            records = [rec for r in current if json.dumps(_setting(r), sort_keys=True, default=str) == key
-                       for rec in r.records]
-            rates = {(rec.params or {}).get(ROBUSTNESS_X) for rec in records}
-            if ROBUSTNESS_X not in (records[0].params or {}) or len(rates - {None}) < 2:
-                continue  # one missing rate: no curve to draw
-            title = figure_title(sec, rest)
-            suffix = f"_{i}" if len(combos) > 1 else ""
-            stem = out_dir / f"leaderboard_{sec.suite}_{sec.scale}_robustness{suffix}"
-            try:
-                paths = robustness_plot(records, x=ROBUSTNESS_X, metric=sec.primary, hue="algorithm.name",
-                                        out_stem=stem, title=title, hue_labels=sec.labels or None,
-                                        percent=sec.percent.get(sec.primary, True))
-            except (ConfigError, DataError) as e:
-                sec.notes.append(f"figure not drawn: {e}")
-                continue
-            sec.figures.append((title, next(p for p in paths if p.suffix == ".png")))
+        sec.figures.append((title, next(p for p in paths if p.suffix == ".png")))

@@ -56,7 +56,8 @@ def render_markdown(sections: Sequence[Section], suite: str) -> str:
               "header marked (%) is in percent, any other metric is a raw value (e.g. MRR and Hits@k of the KG "
               "suites, costs), shown with three decimals unless the suite sets its own. Robustness AUC: area "
               "under the primary metric vs missing rate divided by the rate range. Superseded rows come from "
-              "an older recipe or protocol of the same cell and are never averaged with the current one. Each "
+              "an older recipe or protocol of the same cell, or from a setting the suite no longer runs, and "
+              "are never averaged with the current one. Each "
               "set of rows is printed as two tables, scores and then clients, cost and provenance; # numbers a "
               "row alike in both.", ""]
     for sec in own:

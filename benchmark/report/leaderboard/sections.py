@@ -169,6 +169,38 @@ def _labels(tables: list[Mapping[str, Any]], rows: list[Row],
     return labels, values, headers
 
 
+def _setting(params: Mapping[str, Any]) -> str:
+    """A row's grid values but its method: what a cell of the suite must share with it."""
+    return json.dumps({k: v for k, v in params.items() if k != "algorithm.name"}, sort_keys=True, default=str)
+
+
+def suite_settings(name: str, scale: str) -> set[str] | None:
+    """The settings (grid values but the method) the suite runs now at ``scale``; None when the
+    suite no longer exists or cannot be expanded (every row is then judged by its records)."""
+    from benchmark.sweep import SUITES_DIR, load_suite
+
+    if not (SUITES_DIR / f"{name}.yaml").is_file():
+        return None
+    try:
+        return {_setting(c.params) for c in load_suite(name).cells(scale)}
+    except BenchmarkError as e:
+        log.warning("suite %s: cells not readable (%s); every row counts as current", name, e)
+        return None
+
+
+def retire_old_settings(rows: list[Row], live: set[str] | None) -> None:
+    """A row whose setting the suite no longer runs (a grid value renamed or dropped, as
+    ``algorithm.pretrain_share`` gave way to ``algorithm.pretrained``) is superseded, never
+    listed with the current runs. A submitted method's rows share the suite's settings, so
+    they stay current. A store none of whose rows has a setting of the suite was not made from
+    its grid (a hand-made store under a suite's name), so its rows are judged by their records."""
+    if live is None or not any(_setting(row.params) in live for row in rows):
+        return
+    for row in rows:
+        if row.current and _setting(row.params) not in live:
+            row.current = False
+
+
 def make_section(suite: str, scale: str, records: list[Record]) -> Section | None:
     """The section of one store: rows, metrics (primary first when the spec names none), AUCs,
     and the display order (current rows first, then by setting, rate and primary score).
@@ -185,6 +217,7 @@ def make_section(suite: str, scale: str, records: list[Record]) -> Section | Non
     rows = group_rows(suite, scale, with_record_metrics(records, listed))
     if not rows:
         return None
+    retire_old_settings(rows, suite_settings(suite, scale))
     seen = sorted({k[len("test/"):] for r in rows for k in r.stats if k.startswith("test/")})
     tasks = {r.task for r in rows}
     primary = next((p for p in (primary_metric_for(t) for t in sorted(tasks)) if p), None)
