@@ -13,9 +13,11 @@ Every built-in task reports ``spread``, the standard deviation of the scores its
 rank (cosines for retrieval and matching, edge scores for link prediction, each query's candidate
 scores for KG completion, averaged over queries) or, for node
 classification, the share of nodes not given the most common prediction; 0 means every
-score is equal. A record without it (older records, an algorithm with its own scoring) is
-not judged (``None``), nor is one whose algorithm ties every score by design
-(``Algorithm.constant_scores``: the chance reference).
+score is equal. A KG record made before its task reported a spread is judged not collapsed
+when its hits@1 shows that answers outscore every other candidate (``strictly_first``). Any
+other record without a spread (an algorithm with its own scoring) is not judged (``None``),
+nor is one whose algorithm ties every score by design (``Algorithm.constant_scores``: the
+chance reference).
 
 Converged reads only what every record stores (``curves``, ``best_round``, ``rounds_run``),
 so it applies to every track and to every committed store without re-running anything:
@@ -44,6 +46,7 @@ from typing import Any
 from benchmark.record import Record
 
 SPREAD_EPSILON = 1e-4  # below it every score is, for a ranking, the same: a collapsed model
+STRICT_FIRST_MIN = 0.01  # hits@1 at least this, in a record without a spread: scores differ
 TAIL_SHARE = 0.1    # best round in the last 10% of the rounds run: still improving
 SLOPE_SHARE = 0.2   # the window the validation slope is fitted over
 MAX_SLOPE = 1e-3    # per round, in metric units: above it the curve is still rising
@@ -132,13 +135,32 @@ def spread(record: Record) -> float | None:
     return None
 
 
+def strictly_first(record: Record) -> float | None:
+    """The record's test ``hits@1`` when it has no spread to judge by, else None.
+
+    A ranking that counts ties (KG completion's mean-of-ties ranks) puts an answer at rank 1
+    only when it scores strictly above every candidate left after filtering; a model scoring
+    every candidate alike gives rank 1 + (n - 1) / 2 instead, so its hits@1 counts only
+    queries with a single candidate left (none in practice). KG records made before the KG
+    task reported a spread are judged by it."""
+    if spread(record) is not None:
+        return None
+    v = (record.metrics or {}).get("test/hits@1")
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
 def collapsed(record: Record) -> bool | None:
     """True when every score of the best round is (nearly) equal; None for a failed record or
-    one without a spread."""
+    one without a spread. A record without a spread but with hits@1 of at least
+    ``STRICT_FIRST_MIN`` is not collapsed (:func:`strictly_first`); below it, it is not judged
+    (a weak model and a collapsed one both score low)."""
     if not record.ok or (record.algorithm or {}).get("constant_scores"):
         return None  # a failed run, or a reference that ties every score by design (chance)
     s = spread(record)
-    return None if s is None else s < SPREAD_EPSILON
+    if s is not None:
+        return s < SPREAD_EPSILON
+    first = strictly_first(record)
+    return False if first is not None and first >= STRICT_FIRST_MIN else None
 
 
 def verdict(record: Record) -> dict[str, Any]:
@@ -172,7 +194,7 @@ class GuardCounts:
     converged: int
     unconverged: list[tuple[Record, Convergence]]
     collapsed: list[Record] = field(default_factory=list)
-    spread_judged: int = 0   # cells whose records carry a spread (collapse can be judged)
+    spread_judged: int = 0   # cells whose collapse can be judged (a spread, or hits@1 proving distinct scores)
 
     @property
     def converged_share(self) -> float:
@@ -190,5 +212,6 @@ def count(records: list[Record]) -> GuardCounts:
                        spread_judged=sum(collapsed(r) is not None for r in records))
 
 
-__all__ = ["Convergence", "GuardCounts", "MAX_SLOPE", "SLOPE_SHARE", "SPREAD_EPSILON", "TAIL_SHARE", "collapsed",
-           "convergence", "count", "record_verdict", "spread", "stopped_by_patience", "verdict"]
+__all__ = ["Convergence", "GuardCounts", "MAX_SLOPE", "SLOPE_SHARE", "SPREAD_EPSILON", "STRICT_FIRST_MIN",
+           "TAIL_SHARE", "collapsed", "convergence", "count", "record_verdict", "spread", "stopped_by_patience",
+           "strictly_first", "verdict"]

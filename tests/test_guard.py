@@ -150,3 +150,39 @@ def test_the_leaderboard_guard_column_counts_flagged_seeds():
     row = Row(suite="s", scale="small", params={"algorithm.name": "a"}, recipe="r", protocol="p", records=recs)
     assert guard_text(row) == "1 collapsed, 1 unconverged"
     assert guard_text(Row(suite="s", scale="small", params={}, recipe="r", protocol="p", records=recs[:1])) == "ok"
+
+
+def test_a_kg_record_without_a_spread_is_judged_by_its_strict_firsts():
+    """A KG record made before the task reported a spread: Hits@1 of at least
+    STRICT_FIRST_MIN proves distinct scores (tie-aware ranks give an all-equal scorer no
+    strict first), so it is not collapsed; a Hits@1 near 0 proves nothing (not judged); a
+    spread, where there is one, decides."""
+    from benchmark.guard import STRICT_FIRST_MIN, collapsed
+
+    base = _record([0.1, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3])
+    assert collapsed(replace(base, metrics={"test/mrr": 0.4, "test/hits@1": 0.3})) is False
+    assert collapsed(replace(base, metrics={"test/mrr": 0.01, "test/hits@1": STRICT_FIRST_MIN / 2})) is None
+    assert collapsed(replace(base, metrics={"test/hits@1": 0.3, "test/spread": 0.0})) is True
+    assert collapsed(replace(base, metrics={"test/accuracy": 0.5})) is None
+
+
+def test_committed_kg_stores_are_all_judged_for_collapse_and_none_collapsed():
+    """Every trained cell of every committed KG store (not pending a re-run) is judged for
+    collapse (a spread, or Hits@1 for records made before it) and none collapsed
+    (mmfed3_table2 holds statistics, no training: nothing to judge)."""
+    from pathlib import Path
+
+    from benchmark.guard import count
+    from benchmark.results import ResultStore, pending_stores
+    from benchmark.sweep import latest_records, load_suite
+
+    root = Path(__file__).resolve().parent.parent / "results"
+    pending = pending_stores(root)
+    stores = sorted(p for p in root.glob("mmfed3_*/small.jsonl") if p.parent.name not in pending)
+    assert stores
+    for store in stores:
+        cells = {c.cell_id for c in load_suite(store.parent.name).cells("small")}
+        records = latest_records(ResultStore(store).read(), cells)
+        c = count(records)
+        assert c.spread_judged == c.judged and not c.collapsed, (store.parent.name, c.spread_judged, c.judged)
+        assert c.judged or store.parent.name == "mmfed3_table2"

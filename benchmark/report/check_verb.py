@@ -50,8 +50,9 @@ def cmd_check(a: argparse.Namespace) -> int:
               f"{len(c.collapsed)} of {c.spread_judged}" if c.spread_judged else "n/a"] for name, scale, c in rows]
     print(tabulate(table, headers=["suite", "scale", "cells", "failed", "judged", "converged", "share", "collapsed"],
                    tablefmt="github"))
-    print("collapsed: cells whose score spread is below the guard's epsilon, of the cells whose records carry "
-          "a spread (n/a: records made before the spread was stored)")
+    print("collapsed: cells whose score spread is below the guard's epsilon, of the cells it can judge: those "
+          "whose records carry a spread, and KG records made before it whose hits@1 shows distinct scores "
+          "(n/a: none can be judged)")
     for name, scale, c in rows:
         for rec in c.collapsed[: a.show]:
             print(f"  {name}[{scale}] collapsed: {rec.params} seed {rec.seed}")
