@@ -53,18 +53,18 @@ def plot_sections(sections: Sequence[Section], out_dir: Path) -> None:
     line never mixes recipes, protocols or settings. A figure that cannot be drawn becomes a
     note on the page instead of stopping the leaderboard.
     """
-    from benchmark.report.robustness_figure import robustness_plot
-
     for sec in sections:
-        _plot_section(sec, out_dir, robustness_plot)
+        _plot_section(sec, out_dir)
         drawn = {p.stem for _, p in sec.figures}
         for old in out_dir.glob(f"leaderboard_{sec.suite}_{sec.scale}_robustness*"):
             if old.suffix in (".png", ".pdf") and old.stem not in drawn:
                 old.unlink()  # a figure of an earlier page (a row set that is gone): never left to mislead
 
 
-def _plot_section(sec: Section, out_dir: Path, robustness_plot: Any) -> None:
+def _plot_section(sec: Section, out_dir: Path) -> None:
     """The figures of one section, appended to ``sec.figures`` (notes for those not drawn)."""
+    from benchmark.report.robustness_figure import robustness_plot
+
     current = [r for r in sec.rows if r.current and r.ok]
     if len({r.rate for r in current if r.rate is not None}) < 2:
         return
