@@ -71,10 +71,15 @@ def below_reference(mean: float, linear: float | None, chance: float | None, hig
 
 
 def reference_of(row: tuple[Hashable, ...], row_keys: Sequence[str]) -> str | None:
-    """The reference algorithm a table row shows, or None for a method's row."""
-    if "algorithm.name" not in row_keys:
+    """The reference algorithm a table row shows, or None for a method's row. Where the rows
+    are one method option (a sensitivity or ablation table) a reference row holds the
+    reference's name in that key (:func:`benchmark.report.reference_rows.place_references`)."""
+    if "algorithm.name" in row_keys:
+        name = row[list(row_keys).index("algorithm.name")]
+    elif len(row_keys) == 1 and len(row) == 1:
+        name = row[0]
+    else:
         return None
-    name = row[list(row_keys).index("algorithm.name")]
     return name if isinstance(name, str) and name in REFERENCE_ALGORITHMS else None
 
 

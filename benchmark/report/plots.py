@@ -33,7 +33,8 @@ from benchmark.report.plot_common import (
     _successful,
     _y_label,
 )
-from benchmark.report.records import STD_DDOF, select_records, value_key
+from benchmark.report.records import STD_DDOF, metric_column, select_records, value_key
+from benchmark.report.reference_rows import reference_means, reference_name, reference_note
 from benchmark.report.robustness_figure import robustness_plot
 from benchmark.report.tables import key_label
 
@@ -140,7 +141,11 @@ def heatmap_plot(
     with the mean (and the sample std over seeds below it when there are several).
     """
     what = f"heatmap of {metric} over {x} x {y}"
-    agg = _seed_means(records, (x, y), metric, filters, what, axes="x and y")
+    every = as_records(records)
+    # the method's grid; its reference rows (run once per setting) go in a note under the axis
+    refs = reference_means(every, metric_column(metric), filters)
+    agg = _seed_means([r for r in every if reference_name(r) is None], (x, y), metric, filters, what,
+                      axes="x and y")
     _successful(agg, metric, what)
     xs = _sorted_values(agg[x].tolist())
     ys = _sorted_values(agg[y].tolist())
@@ -182,7 +187,8 @@ def heatmap_plot(
     ax.set_xticklabels([_hue_text(v, None) for v in xs])
     ax.set_yticks(range(len(ys)))
     ax.set_yticklabels([_hue_text(v, None) for v in ys])
-    ax.set_xlabel(x_label or key_label(x))
+    note = reference_note(refs, percent)
+    ax.set_xlabel((x_label or key_label(x)) + (f"\nreferences on the same data: {note}" if note else ""))
     ax.set_ylabel(y_label or key_label(y))
     bar = fig.colorbar(image, ax=ax, shrink=0.9)
     bar.set_label(_y_label(metric, percent))

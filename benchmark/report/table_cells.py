@@ -31,6 +31,7 @@ from benchmark.report.records import (
     select_records,
     value_key,
 )
+from benchmark.report.reference_rows import place_references
 from benchmark.report.table_records import _undeclared_cells
 from benchmark.report.table_spec import _Spec
 from benchmark.report.table_text import RowKey, _fmt_value, _Format, key_label
@@ -156,6 +157,7 @@ def _measured_availability(selected: pd.DataFrame, spec: _Spec,
 def _build(records: Sequence[Record | Mapping[str, Any]], spec: _Spec) -> tuple[_Layout, pd.DataFrame]:
     if not records:
         raise DataError("no result records to tabulate")
+    records = place_references(records, spec.rows, spec.columns, spec.filters)
     frame = records_frame(records)
     keys = spec.rows + spec.columns
     check_keys(frame, keys, "table spec")

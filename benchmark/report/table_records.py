@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from benchmark.record import Record, as_records
+from benchmark.report.flags import REFERENCE_ALGORITHMS
 from benchmark.report.records import metric_column, value_key
 from benchmark.report.table_spec import RECORD_METRICS, _Spec
 from benchmark.report.table_text import RowKey
@@ -58,17 +59,21 @@ def _undeclared_cells(records: Sequence[Record], frame: pd.DataFrame, spec: _Spe
                       rows: list[RowKey], groups: list[RowKey]) -> set[tuple[RowKey, RowKey]]:
     """(row, group) cells whose method does not declare the cell's task (printed N/A).
 
-    The method is the ``algorithm.name`` row or column value; the task is the ``task.name``
+    The method is the ``algorithm.name`` row or column value (in a table whose rows are one
+    method option, only the reference rows name one); the task is the ``task.name``
     value when it is a row/column key, else the one task of the records that share the cell's
     other keys (a column such as "DY" runs link prediction for every method). Unregistered
     methods or an unknown / ambiguous task leave the cell alone.
     """
     keys = spec.rows + spec.columns
-    if "algorithm.name" not in keys:
+    if "algorithm.name" in keys:
+        a_pos, only_references = keys.index("algorithm.name"), False
+    elif len(spec.rows) == 1:  # rows are one method option: the reference rows hold their name there
+        a_pos, only_references = 0, True
+    else:
         return set()
     from benchmark import registry as R
 
-    a_pos = keys.index("algorithm.name")
     t_pos = keys.index("task.name") if "task.name" in keys else None
     tasks_by_rest: dict[tuple[Hashable, ...], set[str]] = {}
     if t_pos is None:
@@ -84,6 +89,8 @@ def _undeclared_cells(records: Sequence[Record], frame: pd.DataFrame, spec: _Spe
         for group in groups:
             nks = row + group
             alg = str(nks[a_pos])
+            if only_references and alg not in REFERENCE_ALGORITHMS:
+                continue
             if t_pos is not None:
                 task: str | None = str(nks[t_pos])
             else:
