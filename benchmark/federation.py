@@ -119,6 +119,10 @@ class ClientData:
     test_mask: Tensor
     num_classes: int
     boundary_edges: Tensor = field(default_factory=lambda: torch.empty(2, 0, dtype=torch.long))
+    # The pooled view's clients (empty on a client). A task whose held-out data is drawn per
+    # client (link prediction's edge split) splits the pooled view as the union of theirs, so a
+    # pooled reference never trains on a client's validation or test edge.
+    members: list["ClientData"] = field(default_factory=list)
 
     @property
     def device(self) -> torch.device:

@@ -354,10 +354,10 @@ def assemble(
         _client_data(cid, c.node_ids, features, available, local_ei, boundary, dataset, masks)
         for cid, (c, (local_ei, boundary)) in enumerate(zip(clients_idx, edges))
     ]
-    pooled = _client_data(
+    pooled = dataclasses.replace(_client_data(
         -1, torch.arange(n), features, available, dataset.edge_index.clone(), torch.empty(2, 0, dtype=torch.long),
         dataset, masks,
-    )
+    ), members=clients)
     rows = [client_row(c, dataset) for c in clients]
     stats = {
         "clients": rows,

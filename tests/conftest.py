@@ -96,7 +96,7 @@ def make_tiny_federation(n: int = 300, k: int = 3, classes: int = 3, seed: int =
                                   train_mask=train[ids], val_mask=val[ids], test_mask=test[ids], num_classes=classes,
                                   boundary_edges=torch.stack([loc[ei[0, cross]], ei[1, cross]])))
     pooled = ClientData(cid=-1, global_ids=torch.arange(n), features=feats, available=avail, edge_index=ei, y=y,
-                        train_mask=train, val_mask=val, test_mask=test, num_classes=classes)
+                        train_mask=train, val_mask=val, test_mask=test, num_classes=classes, members=clients)
     return FederatedData(clients=clients, modalities=list(feats), feature_dims={m: x.shape[1] for m, x in feats.items()},
                          num_classes=classes, artifact_hash="tiny", num_global_nodes=n, pooled=pooled,
                          stats={"artifact_recipe": "tiny"})

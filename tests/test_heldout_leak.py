@@ -149,7 +149,21 @@ def perturb_edges(fed: FederatedData, task: LinkPrediction) -> FederatedData:
         assert torch.equal(sa.positives["train"], sb.positives["train"])
     assert any(not torch.equal(task.split(a, False).positives["test"], task.split(b, False).positives["test"])
                for a, b in zip(fed.clients, clients))
-    return _replace_clients(fed, clients, fed.pooled)
+    return _replace_clients(fed, clients, _pooled_of(fed.pooled, clients))
+
+
+def _pooled_of(pooled: ClientData | None, clients: list[ClientData]) -> ClientData | None:
+    """The pooled view over the moved clients: their edges in global ids plus the unchanged edges
+    between clients (what a pooled reference trains on is split as the union of theirs)."""
+    if pooled is None:
+        return None
+    owner = torch.full((pooled.num_nodes,), -1, dtype=torch.long)
+    for c in clients:
+        owner[c.global_ids] = c.cid
+    ei = pooled.edge_index
+    between = ei[:, owner[ei[0]] != owner[ei[1]]]
+    inside = [c.global_ids[c.edge_index] for c in clients]
+    return dataclasses.replace(pooled, edge_index=torch.cat([between, *inside], dim=1), members=clients)
 
 
 def perturbed(fed: FederatedData, task_name: str) -> FederatedData:

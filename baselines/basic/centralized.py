@@ -28,14 +28,14 @@ class Centralized(FedAvg):
     graph and split (those tasks' splits and galleries are per client). Either way the
     numbers are weighted over the same split nodes as every other method's.
 
-    Not defined for link prediction: the task splits the pooled view's edges with its own
-    seed (client -1), not as the union of the clients' splits, so a client's validation or
-    test edge could be a training edge of the pooled model
-    (``tests/test_reference_algorithms.py`` shows the overlap).
+    Link prediction trains on the pooled view's split, the union of the clients' splits
+    (``LinkPrediction._pooled_split``): the clients' training edges and the edges between
+    clients, never a client's validation or test edge
+    (``tests/test_reference_algorithms.py`` checks there is no overlap).
     """
 
     centralized = True
-    tasks = ("node_cls", "retrieval", "matching")
+    tasks = ("node_cls", "link_pred", "retrieval", "matching")
 
     def client_update(self, client: ClientData, state: dict, received: Payload, rnd: int) -> Payload:
         state["pooled"] = client

@@ -25,9 +25,14 @@ concatenated in the dataset's order), on TRAINING rows only:
   the deflation for more). A view of the task holds one modality, so it is that modality's
   canonical projection; a linear model ignores edges, so the task's views (with and without
   edges under ``gallery_view: content``) hold the same projection.
-* ``link_pred`` has no linear reference yet: the task splits the pooled view's edges with
-  its own seed, not as the union of the clients' splits, so a pooled fit could train on a
-  client's validation or test edge. The chance reference covers link prediction meanwhile.
+* ``link_pred`` has no linear reference. The pooled view's split is now the union of the
+  clients' splits (``LinkPrediction._pooled_split``), so a pooled fit would be leak-free, but
+  the task scores a pair by the dot product of its node embeddings, and a linear encoder
+  trained for it with the task's loss (200 Adam steps) stayed at or below chance on the test
+  graphs (test AUC 0.41-0.48 on the 300-node test federation, where the centralized GNN gets
+  0.80); a logistic regression on pair features (x_u * x_v) is not a dot product of node
+  embeddings, so the task could not score it. The chance and centralized references cover
+  link prediction.
 
 The pooled client fits once (round 0) and uploads the weights through the ledger
 (``linear.*``, float32); later rounds upload the same weights again. The server passes them

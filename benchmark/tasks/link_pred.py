@@ -18,7 +18,8 @@ probabilities). ``hard_negatives`` keeps, per positive, the highest-scoring of
 scale 4, at least 256) the ``num_negatives`` highest-scoring nodes of one pool of
 ``max(hard_pool_min, hard_pool x num_negatives)`` nodes drawn per step for all positives.
 Evaluation negatives are fixed per (seed, client, split),
-one per positive edge, and are never an edge of the client's graph.
+one per positive edge, and are never an edge of the client's graph. The pooled view (the
+centralized references) is split as the union of the clients' splits (``_pooled_split``).
 """
 
 from __future__ import annotations
@@ -140,6 +141,8 @@ class LinkPrediction(Task):
 
         Evaluation negatives are only drawn when asked for: training draws its own each step.
         """
+        if client.members:
+            return self._pooled_split(client, with_negatives)
         c, n = self.cfg, client.num_nodes
         und = undirected_edges(client.edge_index, n)
         e = und.shape[1]
@@ -152,6 +155,38 @@ class LinkPrediction(Task):
         negatives = {s: sample_non_edges(n, p.shape[1], forbidden, task_rng(c.seed, client.cid, f"neg/{s}"))
                      for s, p in (("train", sup), ("val", val), ("test", test))} if with_negatives else {}
         dev = client.edge_index.device
+        return EdgeSplit(train_message=_both(msg).to(dev), eval_message=_both(train).to(dev),
+                         positives={"train": sup.to(dev), "val": val.to(dev), "test": test.to(dev)},
+                         negatives={s: t.to(dev) for s, t in negatives.items()})
+
+    def _pooled_split(self, pooled: ClientData, with_negatives: bool) -> EdgeSplit:
+        """The pooled view's split: the union of its members' (the clients') splits.
+
+        Validation and test edges are the clients' own, in global ids; every other edge of the
+        pooled graph (the clients' training edges and the edges between clients, which no
+        client holds out) is a training edge, cut into message and supervision edges from the
+        pooled view's own stream. So a pooled reference (``centralized``, ``linear``) trains on
+        no edge that any client evaluates on."""
+        c, n = self.cfg, pooled.num_nodes
+        held: dict[str, list[Tensor]] = {"val": [], "test": []}
+        for member in pooled.members:
+            sp = self.split(member, with_negatives=False)
+            ids = member.global_ids.cpu()
+            for s in held:
+                pairs = ids[sp.positives[s].cpu()]
+                held[s].append(torch.stack([pairs.min(0).values, pairs.max(0).values]) if pairs.numel() else pairs)
+        val, test = (torch.cat(held[s], dim=1) if held[s] else torch.empty(2, 0, dtype=torch.long) for s in ("val", "test"))
+        und = undirected_edges(pooled.edge_index, n)
+        keys = und[0] * n + und[1]
+        out = torch.cat([val, test], dim=1)
+        train = und[:, ~torch.isin(keys, out[0] * n + out[1])]
+        perm = torch.from_numpy(task_rng(c.seed, pooled.cid, "edge-split").permutation(train.shape[1]))
+        train = train[:, perm]
+        n_sup = int(round(c.supervision_frac * train.shape[1]))
+        sup, msg = (train[:, :n_sup], train[:, n_sup:]) if n_sup > 0 else (train, train)
+        negatives = {s: sample_non_edges(n, p.shape[1], keys, task_rng(c.seed, pooled.cid, f"neg/{s}"))
+                     for s, p in (("train", sup), ("val", val), ("test", test))} if with_negatives else {}
+        dev = pooled.edge_index.device
         return EdgeSplit(train_message=_both(msg).to(dev), eval_message=_both(train).to(dev),
                          positives={"train": sup.to(dev), "val": val.to(dev), "test": test.to(dev)},
                          negatives={s: t.to(dev) for s, t in negatives.items()})
