@@ -134,32 +134,58 @@ def table3() -> dict[tuple, float]:
                        "algorithm.name")
 
 
-def test_table3_fedmgs_below_fedavg_on_link_prediction(table3):
-    for setting in ("dy", "bili_dance"):
+METHODS3 = ("fedavg", "fedmac", "fedmvp", "fedlap", "fedgta", "mh_pflid", "pepsy", "fedmgs")
+
+
+def test_table3_fedmgs_never_leads_link_prediction(table3):
+    """Re-run under conditioned features and budgets to convergence: on link prediction FedMGS
+    is first in no column. MH-pFLID leads TikTok (DY) at both client counts (AUC 72.8 and
+    72.6), FedMVP the synthetic Bili Dance (71.8 and 67.4), where FedMGS is also below FedAvg.
+    (Before: FedLAP led DY by over 3 points; its lead is gone, 70.4 at both counts.)"""
+    for setting, leader in (("dy", "mh_pflid"), ("bili_dance", "fedmvp")):
         for k in (5, 10):
-            assert table3[(setting, k, "keep", "fedmgs")] < table3[(setting, k, "keep", "fedavg")], (setting, k)
-
-
-def test_table3_fedlap_leads_tiktok_link_prediction(table3):
-    """FedLAP's spectral structure features (eigenvectors of the global graph of training and
-    boundary edges) put it first on the real TikTok graph at both client counts."""
+            col = {a: table3[(setting, k, "keep", a)] for a in METHODS3}
+            assert max(col, key=col.get) == leader, (setting, k)
     for k in (5, 10):
-        rivals = [a for (s, kk, c, a) in table3 if s == "dy" and kk == k and a != "fedlap"]
-        assert len(rivals) == 7 and all(table3[("dy", k, "keep", "fedlap")] > table3[("dy", k, "keep", a)] + 0.03
-                                        for a in rivals), k
+        assert table3[("bili_dance", k, "keep", "fedmgs")] < table3[("bili_dance", k, "keep", "fedavg")], k
+
+
+def test_table3_centralized_gnn_trails_the_federated_methods_on_tiktok_link_prediction(table3):
+    """The centralized reference, trained on the pooled graph's union split (every client's
+    training edges and the edges between clients) and scored on each client's graph, is below
+    every federated method on TikTok link prediction (AUC 65.4 and 64.3 against 68.1-72.8), but
+    level with the best on the synthetic Bili Dance (72.2 and 67.3)."""
+    for k in (5, 10):
+        cen = table3[("dy", k, "keep", "centralized")]
+        assert all(cen < table3[("dy", k, "keep", a)] - 0.02 for a in METHODS3), k
+        best = max(table3[("bili_dance", k, "keep", a)] for a in METHODS3)
+        assert abs(table3[("bili_dance", k, "keep", "centralized")] - best) < 0.005, k
 
 
 def test_table3_fedmgs_far_ahead_on_synthetic_matching(table3):
     """On the synthetic Bili_Food stand-in, whose modalities share a latent, FedMGS's graph-free
-    paired readout leads every rival by more than 0.25 AUC and its own control by more than 0.35.
-    (TikTok's KU column was at chance in this store: the shared model collapsed on raw rows,
-    issue 26; the finding was removed.)"""
+    paired readout leads every rival by more than 0.13 AUC (94.7 and 95.2 against at most 81.3),
+    the centralized GNN (78.2, 80.1) and the linear model (65.5, 63.4) too, and its own
+    shuffled-content control by more than 0.35."""
     for k in (5, 10):
-        methods = [a for (s, kk, c, a) in table3 if s == "ku" and kk == k and c == "keep"]
-        assert len(methods) == 7
         fedmgs = table3[("bili_food", k, "keep", "fedmgs")]
-        assert all(fedmgs > table3[("bili_food", k, "keep", a)] + 0.25 for a in methods if a != "fedmgs"), k
+        rivals = [a for a in METHODS3 if a not in ("fedmgs", "fedlap")] + ["linear", "centralized"]
+        assert all(fedmgs > table3[("bili_food", k, "keep", a)] + 0.13 for a in rivals), k
         assert fedmgs > table3[("bili_food", k, "shuffle", "fedmgs")] + 0.35, k
+
+
+def test_table3_tiktok_matching_measures_content_at_the_linear_level(table3):
+    """KU (TikTok visual-acoustic matching) now measures content: every method is at least 3.5
+    points above its shuffled control (55.6-60.1 against 47.8-52.4), and none beats the linear
+    reference by more than a point (59.4 at 5 clients, 62.0 at 10, where every method trails
+    it). Before the re-run this column was at chance (the shared model collapsed on raw rows)."""
+    methods = [a for a in METHODS3 if a != "fedlap"]
+    for k in (5, 10):
+        for a in methods:
+            assert table3[("ku", k, "keep", a)] > table3[("ku", k, "shuffle", a)] + 0.035, (k, a)
+        lin = table3[("ku", k, "keep", "linear")]
+        assert all(table3[("ku", k, "keep", a)] < lin + 0.01 for a in methods), k
+    assert all(table3[("ku", 10, "keep", a)] < table3[("ku", 10, "keep", "linear")] for a in methods)
 
 
 @pytest.fixture(scope="module")
