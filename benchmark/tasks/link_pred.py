@@ -149,9 +149,16 @@ class LinkPrediction(Task):
         perm = torch.from_numpy(task_rng(c.seed, client.cid, "edge-split").permutation(e))
         n_test, n_val = int(round(c.test_frac * e)), int(round(c.val_frac * e))
         test, val, train = und[:, perm[:n_test]], und[:, perm[n_test:n_test + n_val]], und[:, perm[n_test + n_val:]]
+        return self._edge_split(client, train, val, test, und[0] * n + und[1], with_negatives)
+
+    def _edge_split(self, client: ClientData, train: Tensor, val: Tensor, test: Tensor, forbidden: Tensor,
+                    with_negatives: bool) -> EdgeSplit:
+        """The split from its (shuffled) training edges and held-out edges: the first
+        ``supervision_frac`` of the training edges are the supervision targets, the rest the
+        training message graph; evaluation negatives avoid every ``forbidden`` key."""
+        c, n = self.cfg, client.num_nodes
         n_sup = int(round(c.supervision_frac * train.shape[1]))
         sup, msg = (train[:, :n_sup], train[:, n_sup:]) if n_sup > 0 else (train, train)
-        forbidden = und[0] * n + und[1]
         negatives = {s: sample_non_edges(n, p.shape[1], forbidden, task_rng(c.seed, client.cid, f"neg/{s}"))
                      for s, p in (("train", sup), ("val", val), ("test", test))} if with_negatives else {}
         dev = client.edge_index.device
@@ -165,8 +172,8 @@ class LinkPrediction(Task):
         Validation and test edges are the clients' own, in global ids; every other edge of the
         pooled graph (the clients' training edges and the edges between clients, which no
         client holds out) is a training edge, cut into message and supervision edges from the
-        pooled view's own stream. So a pooled reference (``centralized``, ``linear``) trains on
-        no edge that any client evaluates on."""
+        pooled view's own stream. So the pooled reference (``centralized``) trains on no edge
+        that any client evaluates on."""
         c, n = self.cfg, pooled.num_nodes
         held: dict[str, list[Tensor]] = {"val": [], "test": []}
         for member in pooled.members:
@@ -181,15 +188,7 @@ class LinkPrediction(Task):
         out = torch.cat([val, test], dim=1)
         train = und[:, ~torch.isin(keys, out[0] * n + out[1])]
         perm = torch.from_numpy(task_rng(c.seed, pooled.cid, "edge-split").permutation(train.shape[1]))
-        train = train[:, perm]
-        n_sup = int(round(c.supervision_frac * train.shape[1]))
-        sup, msg = (train[:, :n_sup], train[:, n_sup:]) if n_sup > 0 else (train, train)
-        negatives = {s: sample_non_edges(n, p.shape[1], keys, task_rng(c.seed, pooled.cid, f"neg/{s}"))
-                     for s, p in (("train", sup), ("val", val), ("test", test))} if with_negatives else {}
-        dev = pooled.edge_index.device
-        return EdgeSplit(train_message=_both(msg).to(dev), eval_message=_both(train).to(dev),
-                         positives={"train": sup.to(dev), "val": val.to(dev), "test": test.to(dev)},
-                         negatives={s: t.to(dev) for s, t in negatives.items()})
+        return self._edge_split(pooled, train[:, perm], val, test, keys, with_negatives)
 
     @staticmethod
     def view(client: ClientData, message: Tensor) -> ClientData:
