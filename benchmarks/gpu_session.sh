@@ -15,7 +15,9 @@
 #   cp ../shared/data/SHA256SUMS .gpu/data/
 # Then run: bash benchmarks/gpu_session.sh   (carry: [".gpu"])
 # STEPS="1 2" runs a subset; DEVICE=cpu and SMALL=1 try the script itself on a CPU machine.
-# Each step has its own cap (T1..T4 seconds: 240, 100, 60, 75 per run), about 9 min in all.
+# Each step has its own cap (T1..T4 seconds: 240, 100, 60, 75 per run), about 9 min in all;
+# ROUNDS4 sets the paper-scale rounds (2; at about a minute a round, MMFeD3-HidE needs 1 within 75-100 s).
+# Wheels in .whl (carry it too) are installed first: mnist1d, which the AMFL tests need.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/fedmm_gpu_session}
@@ -25,6 +27,11 @@ mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 [ -d .gpu/data ] && export FEDMM_DATA_ROOT=$PWD/.gpu/data
 PY=${PY:-python3}
+# wheels the image lacks (mnist1d for the AMFL tests), carried in .whl (GPU.md, the device README)
+if compgen -G ".whl/*.whl" >/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fedmm_site .whl/*.whl \
+    && export PYTHONPATH=/tmp/fedmm_site:$PYTHONPATH
+fi
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | tee "$OUT/device.txt"
 
 small() { [ "${SMALL:-0}" = "1" ]; }
@@ -56,7 +63,7 @@ for step in $STEPS; do
         sets=("${data[@]}" --set partition.name=relation_id
               --set partition.num_clients=3 --set missing.name=kg_items --set missing.rate=0.5 --set task.name=kg_completion
               --set task.decoder=rotate --set task.dim=256 --set task.num_negatives=256 --set task.batch_size=1024
-              --set train.local_epochs=3 --set train.rounds=2 --set train.lr=0.001 --set train.device="$DEVICE"
+              --set train.local_epochs=3 --set train.rounds="${ROUNDS4:-2}" --set train.lr=0.001 --set train.device="$DEVICE"
               --set algorithm.name="$1" --set algorithm."$2")
         small && sets+=(--set task.dim=16 --set task.num_negatives=32 --set train.local_epochs=1 --set train.rounds=1)
         timeout "${T4:-75}" "$PY" run_benchmark.py run "${sets[@]}" --out "$OUT/paper_round_$1.jsonl" 2>&1 \
