@@ -16,6 +16,7 @@
 # Then run: bash benchmarks/gpu_session.sh   (carry: [".gpu"])
 # STEPS="1 2" runs a subset; DEVICE=cpu and SMALL=1 try the script itself on a CPU machine.
 # Each step has its own cap (T1..T4 seconds: 240, 100, 60, 75 per run), about 9 min in all;
+# T1B (seconds, 0 by default) then runs the rest of the suite on CUDA inside step 1;
 # ROUNDS4 sets the paper-scale rounds (2; at about a minute a round, MMFeD3-HidE needs 1 within 75-100 s).
 # Wheels in .whl (carry it too) are installed first: mnist1d, which the AMFL tests need.
 set -uo pipefail
@@ -44,8 +45,17 @@ for step in $STEPS; do
              tests/test_kg_kge.py tests/test_kg_track.py tests/test_kg_imputers.py tests/test_mmfed3.py tests/test_amfl.py)
       small && tests=(tests/test_training_loop.py tests/test_determinism.py tests/test_checkpoint.py)
       workers=(); small || workers=(-n "${WORKERS:-8}")
-      timeout "${T1:-240}" "$PY" -m pytest --device "$DEVICE" -q -p no:cacheprovider "${workers[@]}" "${tests[@]}" 2>&1 \
+      # (pyproject's addopts already has -q: a second -q would drop the "N passed" line)
+      timeout "${T1:-240}" "$PY" -m pytest --device "$DEVICE" -rfE -p no:cacheprovider "${workers[@]}" "${tests[@]}" 2>&1 \
         | tee "$OUT/pytest_$DEVICE.log" | tail -5
+      # then the rest of the suite while T1B lasts (0 skips it); xdist names failures only at its
+      # end, so every result line is kept as it comes and the FAILED ones survive a cap
+      if ! small && [ "${T1B:-0}" -gt 0 ]; then
+        rest=(); for t in "${tests[@]}"; do rest+=(--deselect "$t"); done
+        timeout "${T1B}" "$PY" -m pytest --device "$DEVICE" -vv -rfE -p no:cacheprovider -n "${WORKERS_REST:-16}" \
+          tests "${rest[@]}" 2>&1 | grep -E "PASSED|FAILED|ERROR|passed|failed" > "$OUT/pytest_rest_$DEVICE.log"
+        grep -c PASSED "$OUT/pytest_rest_$DEVICE.log"; grep -E "FAILED|ERROR" "$OUT/pytest_rest_$DEVICE.log" | head -40
+      fi
       ;;
     2)
       extra=(); small && extra=(--dim 32 --batch 256 --negatives 32 --timed 2 --warmup 1 --eval-limit 100)
