@@ -14,6 +14,9 @@
 #   cp ../shared/data/fb15k237/{FB15k-237.tar.gz,FB15k_mid2name.txt,entity2wikidata.json,FB15K_NumericalTriples.txt} .gpu/data/fb15k237/
 #   cp ../shared/data/SHA256SUMS .gpu/data/
 # Then run: bash benchmarks/gpu_session.sh   (carry: [".gpu"])
+# The tree that travels must stay under 64 MiB with .gpu: if the device tool refuses it, move
+# the largest tracked files the steps do not read (tables/leaderboard.html, any results/*.partial)
+# out of the checkout for the call and back after it (git ls-files -z | xargs -0 du -cb).
 # STEPS="1 2" runs a subset; DEVICE=cpu and SMALL=1 try the script itself on a CPU machine.
 # Each step has its own cap (T1..T4 seconds: 240, 100, 60, 75 per run), about 9 min in all;
 # T1B (seconds, 0 by default) then runs the rest of the suite on CUDA inside step 1;
