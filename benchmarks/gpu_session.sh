@@ -22,6 +22,8 @@
 # T1B (seconds, 0 by default) then runs the rest of the suite on CUDA inside step 1;
 # ROUNDS4 sets the paper-scale rounds (2; at about a minute a round, MMFeD3-HidE needs 1 within 75-100 s).
 # Wheels in .whl (carry it too) are installed first: mnist1d, which the AMFL tests need.
+# The device tool returns at most 8 files from $OUT; all steps together write 8 (the two paper
+# rounds share one log), so do not tee the whole session into $OUT as well.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/fedmm_gpu_session}
@@ -80,7 +82,7 @@ for step in $STEPS; do
               --set algorithm.name="$1" --set algorithm."$2")
         small && sets+=(--set task.dim=16 --set task.num_negatives=32 --set train.local_epochs=1 --set train.rounds=1)
         timeout "${T4:-75}" "$PY" run_benchmark.py run "${sets[@]}" --out "$OUT/paper_round_$1.jsonl" 2>&1 \
-          | tee "$OUT/paper_round_$1.log" | tail -4
+          | tee -a "$OUT/paper_rounds.log" | tail -4
       done
       ;;
   esac
