@@ -143,13 +143,13 @@ def _hash_rows(rows: Tensor) -> Tensor:
     wrapping integer arithmetic, so it is the same in any order and in any batch."""
     d = rows.shape[1]
     g = torch.Generator().manual_seed(_SEED + d)
-    mult = torch.randint(-(2**31), 2**31, (d,), generator=g, dtype=torch.int64).to(torch.int32) | 1
+    mult = (torch.randint(-(2**31), 2**31, (d,), generator=g, dtype=torch.int64).to(torch.int32) | 1).to(rows.device)
     return ((rows + 0.0).contiguous().view(torch.int32) * mult).sum(dim=1, dtype=torch.int64)
 
 
-def _indices(n: int, k: int) -> Tensor:
+def _indices(n: int, k: int, device: torch.device) -> Tensor:
     """``k`` evenly spaced positions in ``range(n)`` (all of them when k >= n)."""
-    return torch.arange(n) if k >= n else torch.linspace(0, n - 1, k).round().long()
+    return (torch.arange(n) if k >= n else torch.linspace(0, n - 1, k).round().long()).to(device)
 
 
 def _unit(x: Tensor) -> Tensor:
@@ -159,7 +159,14 @@ def _unit(x: Tensor) -> Tensor:
 class _RawRows:
     """The raw rows of one width, held once: every non-constant row (informative ones first)
     with its exact hash for the bit-for-bit match, and for the informative rows their inverse
-    norms and sketch for the cosine test."""
+    norms and sketch for the cosine test.
+
+    Built on the CPU; ``on(device)`` is the same index on the device an upload lives on, made
+    once per device, so an accelerator's uploads are audited where they are (no copy to the
+    host, and the similarity blocks run on the accelerator) instead of waiting on the CPU.
+    """
+
+    _TENSORS = ("rows", "inv_norm", "order", "keys", "sketch", "screen")
 
     def __init__(self, rows: Tensor) -> None:
         rows = rows.detach().to("cpu", torch.float32)
@@ -185,6 +192,20 @@ class _RawRows:
             g = torch.Generator().manual_seed(_SEED + 7 * d)
             self.sketch = torch.randn(d, COSINE_SKETCH, generator=g)
             self.screen = _unit(self.rows[:n] @ self.sketch)
+        self._on: dict[torch.device, _RawRows] = {self.rows.device: self}
+
+    def on(self, device: torch.device) -> "_RawRows":
+        """This index with its tensors on ``device`` (made on first use, then kept)."""
+        if device not in self._on:
+            moved = object.__new__(_RawRows)
+            moved.__dict__.update(self.__dict__)
+            for k in self._TENSORS:
+                v = getattr(self, k, None)
+                if v is not None:
+                    setattr(moved, k, v.to(device))
+            moved._on = self._on
+            self._on[device] = moved
+        return self._on[device]
 
     def exact(self, rows: Tensor) -> bool:
         """Whether one of ``rows`` (float32, non-constant) is bit for bit a raw row."""
@@ -204,8 +225,8 @@ class _RawRows:
         raw, inv_norm, screen = self.rows[:n], self.inv_norm, self.screen if self.sketch is not None else None
         up_idx = raw_idx = None
         if m * n > COSINE_MAX_PRODUCTS:
-            raw_idx = _indices(n, max(1024, COSINE_MAX_PRODUCTS // m))
-            up_idx = _indices(m, max(1, COSINE_MAX_PRODUCTS // raw_idx.numel()))
+            raw_idx = _indices(n, max(1024, COSINE_MAX_PRODUCTS // m), raw.device)
+            up_idx = _indices(m, max(1, COSINE_MAX_PRODUCTS // raw_idx.numel()), rows.device)
             raw, inv_norm, rows = raw[raw_idx], inv_norm[raw_idx], rows[up_idx]
             screen = None if screen is None else screen[raw_idx]
         norm = rows.norm(dim=1)
@@ -213,7 +234,7 @@ class _RawRows:
         step = max(1, COSINE_BLOCK // raw.shape[0])
         for start in range(0, u.shape[0], step):
             block = u[start : start + step]
-            keep = torch.arange(block.shape[0])
+            keep = torch.arange(block.shape[0], device=block.device)
             if screen is not None:  # pre-screen on the sketch, then compare the survivors in full
                 keep = ((_unit(block @ self.sketch) @ screen.T).abs_().amax(dim=1) > COSINE_SKETCH_MATCH).nonzero()[:, 0]
                 if not keep.numel():
@@ -263,23 +284,25 @@ class RawDataFingerprint:
         self.edges = [client.edge_index.cpu(), gid[client.edge_index.cpu()]] if client.edge_index.numel() else []
 
     def leaks(self, name: str, t: Tensor) -> str | None:
-        """A reason if tensor ``t`` holds raw data, else None."""
-        t = t.detach().cpu()
+        """A reason if tensor ``t`` holds raw data, else None. Feature rows are compared on
+        ``t``'s own device; labels and edges (exact, and only at a matching size) on the CPU."""
+        t = t.detach()
         if t.dtype.is_floating_point and t.numel() > 1:
             reason = self._feature_rows(name, t)
             if reason:
                 return reason
         for y in self.labels:
-            if t.numel() == y.numel() and t.numel() > 1 and torch.equal(t.flatten().to(y.dtype), y):
+            if t.numel() == y.numel() and t.numel() > 1 and torch.equal(t.cpu().flatten().to(y.dtype), y):
                 return f"payload '{name}' equals the client's labels"
         for e in self.edges:
-            if t.shape == e.shape and torch.equal(t.to(e.dtype), e):
+            if t.shape == e.shape and torch.equal(t.cpu().to(e.dtype), e):
                 return f"payload '{name}' equals the client's edge list"
         return None
 
     def _feature_rows(self, name: str, t: Tensor) -> str | None:
         t32 = t.to(torch.float32)
         for d, raw in self.rows.items():
+            raw = raw.on(t32.device)
             for how, rows in _orientations(t32, d):
                 rows = rows[_nontrivial(rows)]
                 where = "" if how == "rows" else f" ({how})"

@@ -47,7 +47,8 @@ for step in $STEPS; do
     1)
       # the CUDA-relevant files first (loop, determinism, checkpoint, engine, KG, AMFL), capped
       tests=(tests/test_training_loop.py tests/test_determinism.py tests/test_checkpoint.py tests/test_engine.py
-             tests/test_kg_kge.py tests/test_kg_track.py tests/test_kg_imputers.py tests/test_mmfed3.py tests/test_amfl.py)
+             tests/test_kg_kge.py tests/test_kg_track.py tests/test_kg_imputers.py tests/test_mmfed3.py tests/test_amfl.py
+             tests/test_audit_transformed.py tests/test_ledger.py)
       small && tests=(tests/test_training_loop.py tests/test_determinism.py tests/test_checkpoint.py)
       workers=(); small || workers=(-n "${WORKERS:-8}")
       # (pyproject's addopts already has -q: a second -q would drop the "N passed" line)

@@ -176,6 +176,34 @@ def test_work_is_bounded_and_a_sampled_comparison_still_finds_a_whole_leak() -> 
     assert _found(raw, big)
 
 
+def _on(c: ClientData, device: torch.device) -> ClientData:
+    return ClientData(cid=c.cid, global_ids=c.global_ids.to(device), features={m: x.to(device) for m, x in c.features.items()},
+                      available=c.available.to(device), edge_index=c.edge_index.to(device), y=c.y.to(device),
+                      train_mask=c.train_mask.to(device), val_mask=c.val_mask.to(device),
+                      test_mask=c.test_mask.to(device), num_classes=c.num_classes)
+
+
+def _verdicts(raw: RawDataFingerprint, t: torch.Tensor) -> list[str]:
+    """The findings without the cosine's last digits, which may differ between devices."""
+    return [f.split(", |cosine|")[0] for f in _found(raw, t)]
+
+
+def test_uploads_on_the_test_device_are_audited_there_with_the_cpu_verdicts(client, raw, device) -> None:
+    """A GPU upload is compared on the GPU (no copy to the host per tensor: the graph bench's
+    harness overhead on an H200) and every verdict is the CPU's; run with --device cuda."""
+    dev_raw = RawDataFingerprint(_on(client, device))
+    for what, make in sorted(LEAKS.items()):
+        for m in ("text", "image"):
+            up = make(client.features[m])
+            assert _verdicts(dev_raw, up.to(device)) == _verdicts(raw, up) != [], (what, m)
+    for what, make in sorted(LEGIT.items()):
+        assert _found(dev_raw, make(client).to(device)) == [], what
+    assert "equals the client's labels" in _found(dev_raw, client.y.to(device))[0]
+    one = next(iter(dev_raw.rows.values()))
+    assert one.on(device) is one.on(device) and one.on(device).rows.device.type == device.type
+    assert one.on(torch.device("cpu")).rows.device.type == "cpu"
+
+
 def test_a_declared_disclosure_is_recorded_not_failed(client, raw) -> None:
     led = Ledger()
     assert led.audit_upload(0, 0, {"public.x": client.features["text"].T.contiguous() * 1.0000001}, raw,
