@@ -230,24 +230,60 @@ def fedmgs_table2() -> dict[tuple, float]:
     return out
 
 
+METHODS2 = ("fedavg", "fedproto", "fedmac", "fedmvp", "fedlap", "fedgta", "mh_pflid", "pepsy", "fedmgs")
+#: the methods that define retrieval (FedProto's prototypes need labels; FedLAP's spectral
+#: features would enter both views of a pair)
+RETRIEVERS2 = tuple(a for a in METHODS2 if a not in ("fedproto", "fedlap"))
+
+
 def test_fedmgs_table2_retrieval_first_on_synthetic(fedmgs_table2):
-    """FedMGS retrieves by content on the synthetic Flickr30k stand-in (88-94 R@5 against 4-8
-    shuffled, at least 0.25 above every rival)."""
+    """FedMGS retrieves by content on the synthetic Flickr30k stand-in (R@5 87.9 and 94.4),
+    at least 0.25 above every rival and the centralized GNN (31.6 and 48.7), and more than
+    0.5 above its shuffled-content control. The linear reference (CCA on each node's own rows)
+    is at its shuffled level there: this graph's pairs need the graph."""
     t = fedmgs_table2
     for k in (5, 10):
-        rivals = [a for (s, kk, c, a) in t if s == "flickr30k" and kk == k and c == "keep" and a != "fedmgs"]
-        assert len(rivals) == 6
-        assert all(t[("flickr30k", k, "keep", "fedmgs")] > t[("flickr30k", k, "keep", a)] + 0.25 for a in rivals), k
-        assert t[("flickr30k", k, "keep", "fedmgs")] > t[("flickr30k", k, "shuffle", "fedmgs")] + 0.5, k
+        fedmgs = t[("flickr30k", k, "keep", "fedmgs")]
+        rivals = [a for a in RETRIEVERS2 if a != "fedmgs"] + ["centralized", "linear"]
+        assert all(fedmgs > t[("flickr30k", k, "keep", a)] + 0.25 for a in rivals), k
+        assert fedmgs > t[("flickr30k", k, "shuffle", "fedmgs")] + 0.5, k
+        assert abs(t[("flickr30k", k, "keep", "linear")] - t[("flickr30k", k, "shuffle", "linear")]) < 0.01, k
 
 
-def test_fedmgs_table2_node_classification_mid_table(fedmgs_table2):
-    """FedMGS beats FedAvg but not the personalized methods (FedProto, MH-pFLID) on either NC column."""
-    for setting in ("movies", "grocery"):
-        for k in (5, 10):
-            fedmgs = fedmgs_table2[(setting, k, "keep", "fedmgs")]
-            assert fedmgs > fedmgs_table2[(setting, k, "keep", "fedavg")] + 0.02, (setting, k)
-            assert all(fedmgs_table2[(setting, k, "keep", a)] > fedmgs for a in ("fedproto", "mh_pflid")), (setting, k)
+def test_fedmgs_table2_tiktok_retrieval_fedmgs_first_at_the_linear_level(fedmgs_table2):
+    """Toys -> TikTok visual-to-acoustic retrieval, re-run under conditioned features and budgets
+    to convergence: FedMGS is first among the methods at both client counts (R@5 6.3 and 11.8,
+    at least 2.5 points ahead) and at least 3 points above its shuffled control, but not above
+    the linear reference (6.8 and 12.4). FedAvg, FedMVP and PEPSY stay within 1.7 points of
+    chance at 5 clients (1.9) and 3.3 at 10 (3.7), and the centralized GNN within 1.2 (3.0 and 4.5)."""
+    t = fedmgs_table2
+    for k in (5, 10):
+        fedmgs = t[("toys", k, "keep", "fedmgs")]
+        assert all(fedmgs > t[("toys", k, "keep", a)] + 0.025 for a in RETRIEVERS2 if a != "fedmgs"), k
+        assert fedmgs > t[("toys", k, "shuffle", "fedmgs")] + 0.03, k
+        assert fedmgs < t[("toys", k, "keep", "linear")], k
+        chance = t[("toys", k, "keep", "chance")]
+        near = 0.017 if k == 5 else 0.033
+        assert all(t[("toys", k, "keep", a)] < chance + near for a in ("fedavg", "fedmvp", "pepsy")), k
+        assert t[("toys", k, "keep", "centralized")] < chance + 0.012, k
+
+
+def test_fedmgs_table2_node_classification(fedmgs_table2):
+    """On FB15K-237 typing (Movies) FedMAC and FedMVP are the first two at both client counts
+    (45.1/45.0 and 44.0/43.7), FedMGS below both and every method below the centralized GNN
+    (46.2, 46.9). On the synthetic Grocery stand-in every method is at least 19 points above the
+    linear reference (56.3, 57.6) and below the centralized GNN (89.9, 90.6), and FedMGS is
+    below FedAvg (83.5 against 85.7; 77.5 against 81.1). (Before the re-run FedMGS beat FedAvg
+    on both columns by over 2 points.)"""
+    t = fedmgs_table2
+    for k in (5, 10):
+        movies = {a: t[("movies", k, "keep", a)] for a in METHODS2}
+        assert set(sorted(movies, key=movies.get)[-2:]) == {"fedmac", "fedmvp"}, k
+        assert max(movies.values()) < t[("movies", k, "keep", "centralized")], k
+        grocery = {a: t[("grocery", k, "keep", a)] for a in METHODS2}
+        assert min(grocery.values()) > t[("grocery", k, "keep", "linear")] + 0.19, k
+        assert max(grocery.values()) < t[("grocery", k, "keep", "centralized")] - 0.03, k
+        assert grocery["fedmgs"] < grocery["fedavg"] - 0.02, k
 
 
 def test_efficiency_isolated_cells_and_cost_order():
