@@ -7,7 +7,8 @@
 #   1. the test suite on CUDA (pytest --device cuda): pass/fail counts;
 #   2. bench kg on CUDA: harness vs bare RotatE, positives/s, aten ops, filtered eval seconds;
 #   3. bench (graph FedAvg) on CUDA: harness over bare loop;
-#   4. one paper-scale round of MMFedE and of MMFeD3-HidE on FB15K-237 Fed3 (seconds per round).
+#   4. one paper-scale round of MMFedE and of MMFeD3-HidE on FB15K-237 Fed3 (seconds per round);
+#   5. paper-scale records of Table VI's S-Ind and MMCen (Fed3, seed 0) at ROUNDS5 (3) rounds.
 #
 # Before the call, here (see GPU.md): copy the FB15K-237 files into .gpu/data and carry it:
 #   echo /.gpu/ >> .git/info/exclude; mkdir -p .gpu/data/fb15k237
@@ -20,17 +21,18 @@
 # the largest tracked files the steps do not read (tables/leaderboard.html, any results/*.partial)
 # out of the checkout for the call and back after it (git ls-files -z | xargs -0 du -cb).
 # STEPS="1 2" runs a subset; DEVICE=cpu and SMALL=1 try the script itself on a CPU machine.
-# Each step has its own cap (T1..T4 seconds: 240, 100, 60, 75 per run), about 9 min in all;
+# Each step has its own cap (T1..T5 seconds: 240, 100, 60, 75 per run, 150 per run): 14 min if every
+# step ran to its cap, more than one device call's 10; steps 1-4 took 4 min on an H200 (2026-11-27);
 # T1B (seconds, 0 by default) then runs the rest of the suite on CUDA inside step 1;
 # ROUNDS4 sets the paper-scale rounds (2; at about a minute a round, MMFeD3-HidE needs 1 within 75-100 s).
 # Wheels in .whl (carry it too) are installed first: mnist1d, which the AMFL tests need.
-# The device tool returns at most 8 files from $OUT; all steps together write 8 (the two paper
-# rounds share one log), so do not tee the whole session into $OUT as well.
+# The device tool returns at most 8 files from $OUT; all steps together write 8 (the paper rounds
+# share one record file and one log), so do not tee the whole session into $OUT as well.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/fedmm_gpu_session}
 DEVICE=${DEVICE:-cuda}
-STEPS=${STEPS:-"1 2 3 4"}
+STEPS=${STEPS:-"1 2 3 4 5"}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 [ -d .gpu/data ] && export FEDMM_DATA_ROOT=$PWD/.gpu/data
@@ -88,9 +90,23 @@ for step in $STEPS; do
               --set train.local_epochs=3 --set train.rounds="${ROUNDS4:-2}" --set train.lr=0.001 --set train.device="$DEVICE"
               --set algorithm.name="$1" --set algorithm."$2")
         small && sets+=(--set task.dim=16 --set task.num_negatives=32 --set train.local_epochs=1 --set train.rounds=1)
-        timeout "${T4:-75}" "$PY" run_benchmark.py run "${sets[@]}" --out "$OUT/paper_round_$1.jsonl" 2>&1 \
+        timeout "${T4:-75}" "$PY" run_benchmark.py run "${sets[@]}" --out "$OUT/paper_rounds.jsonl" 2>&1 \
           | tee -a "$OUT/paper_rounds.log" | tail -4
       done
+      ;;
+    5)
+      # paper-scale records of Table VI's S-Ind and MMCen (concat fusion) on Fed3, seed 0, for
+      # ROUNDS5 rounds, the device in their provenance: $OUT/mmfed3_table6/paper.jsonl
+      for sel in "algorithm.name=s_ind" "algorithm.name=mmcen"; do
+        only=(--only "$sel" --only partition.num_clients=3 --only seed=0)
+        [ "$sel" = algorithm.name=mmcen ] && only+=(--only algorithm.fusion=concat)
+        sets=(--set dataset.text_encoder=hashing --set train.rounds="${ROUNDS5:-3}" --set train.device="$DEVICE")
+        small && sets=(--set dataset.name=fb15k237_small --set task.dim=16 --set task.num_negatives=32
+                       --set train.rounds=1 --set train.device="$DEVICE")
+        timeout "${T5:-150}" "$PY" run_benchmark.py sweep mmfed3_table6 --scale paper "${only[@]}" "${sets[@]}" \
+          --results "$OUT" 2>&1 | tee -a "$OUT/paper_rounds.log" | tail -3
+      done
+      rm -rf "$OUT"/mmfed3_table6/*.claims  # the sweep's lock folder: not a result, and one file too many
       ;;
   esac
 done
