@@ -160,3 +160,24 @@ def test_harness_kg_step_op_count_within_1_5x_of_the_bare_reference():
     harness, reference = count_ops(h_step), count_ops(r_step)
     assert harness == count_ops(h_step)  # deterministic
     assert harness <= 1.5 * reference, (harness, reference)
+
+
+@pytest.mark.parametrize("kind", ["complex", "l1", "l2"])
+def test_compiled_forward_gives_the_eager_distances_and_restores_them(kind):
+    """``compiled_forward`` (bench kg's fused-kernel evaluation row) swaps in a compiled block
+    for the forward pass only, scores what the eager kernel scores, and puts the eager one
+    back, so no record is ever scored by it. The "eager" backend exercises the swap cheaply
+    here; bench kg compiles with inductor on CUDA."""
+    from benchmark.kge import ops
+
+    g = torch.Generator().manual_seed(3)
+    q, c = torch.randn(9, 16, generator=g).to(DEV), torch.randn(30, 16, generator=g).to(DEV)
+    eager = pairwise_distance(q, c, kind=kind)
+    calls = []
+    with ops.compiled_forward(backend="eager"):
+        assert ops._forward_block is not ops._distance_block
+        inner = ops._forward_block
+        ops._forward_block = lambda *a: calls.append(1) or inner(*a)
+        fused = pairwise_distance(q, c, kind=kind, chunk_elements=16 * 30 * 4)  # several chunks, the last one short
+    assert ops._forward_block is ops._distance_block and len(calls) == 3
+    torch.testing.assert_close(fused, eager)
