@@ -133,6 +133,29 @@ def test_rank_chart_ranks_each_column_and_rejects_one_column(tmp_path, monkeypat
         rf.rank_chart(_rank_records(means), "setting", "accuracy", out_stem=tmp_path / "r3", filters={"setting": "a"})
 
 
+def test_rank_chart_leaves_reference_rows_unranked_and_notes_them(tmp_path, monkeypatch):
+    """Chance, linear and the centralized GNN are not competitors: a reference above every
+    method must not push the methods down a rank; its mean per column is written under the
+    chart instead."""
+    import benchmark.report.rank_figure as rf
+
+    means = {("a", "x"): 0.9, ("a", "y"): 0.5, ("b", "x"): 0.4, ("b", "y"): 0.8,
+             ("a", "centralized"): 0.95, ("b", "centralized"): 0.97, ("a", "chance"): 0.1, ("b", "chance"): 0.1}
+    seen: dict[str, Any] = {}
+
+    def keep(fig, stem):
+        seen["lines"] = [tuple(line.get_ydata()) for line in fig.axes[0].lines]
+        seen["label"] = fig.axes[0].get_xlabel()
+        return []
+
+    monkeypatch.setattr(rf, "_save", keep)
+    rf.rank_chart(_rank_records(means), "setting", "accuracy", out_stem=tmp_path / "r", x_order=["a", "b"],
+                  x_labels={"a": "Split A", "b": "Split B"})
+    assert seen["lines"] == [(1, 2), (2, 1)]
+    assert "Split A: Chance 10.0 · Centralized GNN 95.0" in seen["label"]
+    assert "Split B: Chance 10.0 · Centralized GNN 97.0" in seen["label"]
+
+
 def test_contrast_chart_draws_one_bar_per_method_and_value(tmp_path, monkeypatch):
     import benchmark.report.contrast_figure as cf
     from benchmark.errors import DataError

@@ -4,6 +4,9 @@ Each column is one value of a categorical param (say "NC, Dirichlet" and "NC, Lo
 method's point in a column is its rank there by mean metric over seeds (1 = best), and a
 line joins its ranks. Crossing lines are ranking changes, which a table shows only to a
 reader who compares every pair of rows. Mean and std are written beside the end points.
+
+Reference rows (chance, linear, centralized GNN) are not competitors and are not ranked: their
+means per column are written under the chart, as a heatmap notes them under its axis.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from benchmark.record import Record
+from benchmark.record import Record, as_records
 from benchmark.report.plot_common import (
     _MARKERS,
     _categories,
@@ -24,7 +27,8 @@ from benchmark.report.plot_common import (
     _successful,
     series_palette,
 )
-from benchmark.report.records import value_key
+from benchmark.report.records import metric_column, value_key
+from benchmark.report.reference_rows import reference_means, reference_name, reference_note
 from benchmark.report.tables import metric_label
 
 
@@ -46,8 +50,12 @@ def rank_chart(
 ) -> list[Path]:
     """Rank of every ``hue`` value in each ``x`` column by mean ``metric``, joined by lines."""
     what = f"rank chart of {metric} over {x}"
-    agg = _successful(_seed_means(records, (hue, x), metric, filters, what), metric, what)
+    every = as_records(records)
+    methods = [r for r in every if reference_name(r) is None]
+    agg = _successful(_seed_means(methods, (hue, x), metric, filters, what), metric, what)
     columns, hues = _categories(agg, x, hue, x_order, hue_order, what)
+    notes = [(c, reference_note(reference_means(every, metric_column(metric), {**(filters or {}), x: [c]}), percent))
+             for c in columns]
     ranks: dict[Any, dict[int, tuple[int, float, float]]] = {value_key(h): {} for h in hues}
     for ci, c in enumerate(columns):
         part = agg[agg[x].map(value_key) == value_key(c)]
@@ -83,6 +91,10 @@ def rank_chart(
         ax.spines[side].set_visible(False)
     note = f"rank by {metric_label(metric)}, 1 = best; mean ± std over seeds"
     ax.set_title(f"{title}\n{note}" if title else note, pad=24, fontsize=10)
+    lines = [f"{_hue_text(c, x_labels)}: {n}" for c, n in notes if n]
+    if lines:
+        ax.xaxis.set_label_position("bottom")
+        ax.set_xlabel("references on the same data (not ranked)\n" + "\n".join(lines), fontsize=8)
     return _save(fig, out_stem)
 
 
