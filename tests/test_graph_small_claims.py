@@ -314,28 +314,44 @@ def _rank(scores: dict[str, float], name: str) -> int:
     return sorted(scores, key=scores.get, reverse=True).index(name) + 1
 
 
-def test_partition_louvain_compresses_the_personalized_lead_on_node_classification(partition):
-    """FedProto leads NC on both splits, but Louvain (no label skew by construction) shrinks its
-    lead over FedMPO from over 10 points to under 3, and FedMPO climbs from 5th to 3rd."""
+PARTITION_METHODS = ("fedavg", "fedgcn", "fedproto", "fedpub", "fedgta", "fedmvp", "fedmac", "mh_pflid", "fedmpo",
+                     "fedmgs")
+PERSONALIZED = ("fedpub", "fedgta", "fedproto", "mh_pflid")
+
+
+def test_partition_louvain_erases_the_personalized_lead_on_node_classification(partition):
+    """Re-run under conditioned features and budgets to convergence. On the label-skewed
+    Dirichlet split the four personalized methods are the first four (54.4-56.4), each over 10
+    points above FedAvg-Zero (44.2) and 9 above the centralized GNN (44.6); on Louvain (no label
+    skew by construction) each is within 2 points of FedAvg-Zero (42.6) and below the
+    centralized GNN (45.7). FedMGS is last on both splits (38.3, 35.6), below the linear
+    reference (41.0, 37.9)."""
     dirichlet, louvain = partition["nc_dirichlet"], partition["nc_louvain"]
-    assert len(dirichlet) == len(louvain) == 10
-    assert _rank(dirichlet, "fedproto") == _rank(louvain, "fedproto") == 1
-    assert dirichlet["fedproto"] - dirichlet["fedmpo"] > 0.10
-    assert louvain["fedproto"] - louvain["fedmpo"] < 0.03
-    assert (_rank(dirichlet, "fedmpo"), _rank(louvain, "fedmpo")) == (5, 3)
+    d = {a: dirichlet[a] for a in PARTITION_METHODS}
+    lv = {a: louvain[a] for a in PARTITION_METHODS}
+    assert set(sorted(d, key=d.get)[-4:]) == set(PERSONALIZED)
+    for a in PERSONALIZED:
+        assert d[a] > d["fedavg"] + 0.10 and d[a] > dirichlet["centralized"] + 0.09, a
+        assert abs(lv[a] - lv["fedavg"]) < 0.02 and lv[a] < louvain["centralized"], a
+    for scores, whole in ((d, dirichlet), (lv, louvain)):
+        assert min(scores, key=scores.get) == "fedmgs" and scores["fedmgs"] < whole["linear"]
 
 
-def test_partition_link_prediction_ends_fixed_middle_reordered_all_higher_on_louvain(partition):
-    """FedGCN first, FedMVP second and FedMPO last on both LP splits; FedMGS falls from 3rd to
-    6th; Louvain clients keep more of their communities' edges, and every method's AUC is
-    higher there."""
+def test_partition_link_prediction_fedgcn_first_all_higher_on_louvain(partition):
+    """FedGCN is first on both link-prediction splits (AUC 72.0 and 76.5). Louvain clients keep
+    their communities' edges, and every method's AUC, and the centralized GNN's, is higher
+    there. FedMPO is last on the Dirichlet split (55.6) but mid-table on Louvain (71.1). The
+    centralized GNN, trained on the pooled union split, trails FedAvg-Zero on both (60.6
+    against 64.7, 67.2 against 71.9)."""
     dirichlet, louvain = partition["lp_dirichlet"], partition["lp_louvain"]
-    assert len(dirichlet) == len(louvain) == 9
+    methods = [a for a in PARTITION_METHODS if a != "fedproto"]  # no link prediction: N/A
+    assert all(a in dirichlet and a in louvain for a in methods) and "fedproto" not in dirichlet
     for scores in (dirichlet, louvain):
-        assert _rank(scores, "fedgcn") == 1 and _rank(scores, "fedmvp") == 2
-        assert _rank(scores, "fedmpo") == len(scores)
-    assert (_rank(dirichlet, "fedmgs"), _rank(louvain, "fedmgs")) == (3, 6)
-    assert all(louvain[a] > dirichlet[a] for a in dirichlet)
+        assert max(methods, key=scores.get) == "fedgcn"
+        assert scores["centralized"] < scores["fedavg"] - 0.04
+    assert all(louvain[a] > dirichlet[a] for a in methods + ["centralized"])
+    assert min(methods, key=dirichlet.get) == "fedmpo"
+    assert sorted(methods, key=louvain.get).index("fedmpo") >= 3
 
 
 @pytest.fixture(scope="module")
