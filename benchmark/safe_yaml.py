@@ -15,7 +15,9 @@ document ends in ``RecursionError``. This loader refuses each of them with one
   anchor (a recursive value) is refused. The checks walk the composed node graph (each
   node once) before any Python value is built, so they cost time linear in the text;
 * no message quotes a whole value: :func:`short_repr` and :func:`clip` cut it to one line
-  of about 80 characters.
+  of about 80 characters;
+* the nesting is counted on the parser's flat event stream before anything recursive runs,
+  so a deep document is refused on any PyYAML build rather than overflowing a stack.
 """
 
 from __future__ import annotations
@@ -101,6 +103,30 @@ def _children(node: Node) -> list[Node]:
     return []
 
 
+def check_nesting(text: str) -> None:
+    """Refuse text whose collections nest deeper than MAX_DEPTH before it is composed.
+
+    Composing recurses once per level (Python frames in PyYAML, C frames in its libyaml
+    binding); libyaml caps the nesting at 1,000 itself, but not every build does, and on a
+    GPU machine's PyYAML a 100,000-level document crashed the process instead of raising.
+    The parser's event stream is flat (a state machine), so its depth is counted here first.
+    """
+    events = _BASE(text)
+    try:
+        depth = 0
+        while events.check_event():
+            event = events.get_event()
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    mark = event.start_mark
+                    raise _Refused(f"nests deeper than {MAX_DEPTH} levels", mark.line + 1 if mark else None)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    finally:
+        events.dispose()
+
+
 def check_expansion(root: Node) -> None:
     """Refuse a node graph with more than MAX_ALIASES aliases, or whose expansion is recursive,
     larger than MAX_NODES or deeper than MAX_DEPTH. Each distinct node is visited once (sizes
@@ -183,6 +209,7 @@ def loads(text: str, where: str) -> Any:
         raise ConfigError(f"{where}: larger than {MAX_BYTES} bytes; a config or suite is a few KiB")
     loader = None
     try:
+        check_nesting(text)
         loader = _Loader(text)
         node = loader.get_single_node()
         if node is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import tokenize
 import zipfile
 from pathlib import Path
 from typing import IO, Any
@@ -37,7 +38,19 @@ _DEFLATE_SLACK = 4096
 
 
 def _read_header(fp: IO[bytes]) -> tuple[tuple[int, ...], np.dtype]:
-    """(shape, dtype) from an ``.npy`` header; leaves ``fp`` at the first data byte."""
+    """(shape, dtype) from an ``.npy`` header; leaves ``fp`` at the first data byte.
+
+    A header that does not parse is a ``ValueError`` on every numpy: 2.4 says so itself,
+    but 2.5 lets the tokenizer's ``TokenError`` (and a ``SyntaxError``) escape, which the
+    loaders' ``except ValueError`` would miss (found on a GPU machine's numpy 2.5.2).
+    """
+    try:
+        return _parse_header(fp)
+    except (SyntaxError, tokenize.TokenError) as e:
+        raise ValueError(f"Cannot parse header: {e}") from None
+
+
+def _parse_header(fp: IO[bytes]) -> tuple[tuple[int, ...], np.dtype]:
     version = npformat.read_magic(fp)
     if version == (1, 0):
         shape, _, dtype = npformat.read_array_header_1_0(fp)

@@ -14,6 +14,7 @@ import os
 import pickle
 import shutil
 import sys
+import tokenize
 import zipfile
 from pathlib import Path
 
@@ -120,6 +121,22 @@ def test_npy_header_claiming_2_40_rows_is_a_data_error_not_an_allocation(tmp_pat
         load_npy(p)
     p.write_bytes(_npy_bytes({"descr": "|O", "fortran_order": False, "shape": (2,)}, b"\0" * 16))
     with pytest.raises(DataError, match="holds Python objects"):
+        load_npy(p)
+
+
+@pytest.mark.parametrize("error", [SyntaxError("bad header"), tokenize.TokenError("unterminated string literal")])
+def test_an_unparsable_npy_header_is_a_value_error_on_every_numpy(error: Exception, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy 2.5 lets the tokenizer's errors escape its header parser (numpy 2.4 says ValueError):
+    every loader catches ValueError, so load_npy must turn them into one."""
+    p = tmp_path / "x.npy"
+    np.save(p, np.ones(4, np.float32))
+
+    def parse(fp):  # what numpy 2.5.2 does on a bit-flipped header
+        raise error
+
+    monkeypatch.setattr(npformat, "read_array_header_1_0", parse)
+    with pytest.raises(ValueError, match="Cannot parse header"):
         load_npy(p)
 
 

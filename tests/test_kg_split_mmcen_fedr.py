@@ -82,15 +82,16 @@ def test_split_probability_is_the_mean_of_per_modality_softmaxes(fed, tmp):
         log_p = views_scorer(list(views.values()))(q[:, 0], q[:, 1])
         per = [torch.softmax(dec(ent[q[:, 0]], q[:, 1], ent), dim=1) for dec, ent in views.values()]
         mean = torch.stack(per).mean(0)
-        assert torch.allclose(log_p.exp().sum(1), torch.ones(len(q)), atol=1e-5)
+        ones = torch.ones(len(q), device=log_p.device)
+        assert torch.allclose(log_p.exp().sum(1), ones, atol=1e-5)
         assert torch.allclose(log_p.exp(), mean, atol=1e-6)
         # over {t} + negatives (training): the same average, on the same candidates in every view
-        cand = torch.cat([q[:, 2:3], torch.randint(0, client.num_entities, (len(q), 5))], dim=1)
+        cand = torch.cat([q[:, 2:3], torch.randint(0, client.num_entities, (len(q), 5), device=q.device)], dim=1)
         lp = task.candidate_log_probs(list(views.values()), q, cand)
         sub = [torch.softmax(dec.score_query(dec.query(ent[q[:, 0]], q[:, 1]), ent, cand), dim=1)
                for dec, ent in views.values()]
         assert torch.allclose(lp.exp(), torch.stack(sub).mean(0), atol=1e-6)
-        assert torch.allclose(lp.exp().sum(1), torch.ones(len(q)), atol=1e-5)
+        assert torch.allclose(lp.exp().sum(1), ones, atol=1e-5)
 
 
 def test_split_loss_is_the_nll_of_the_averaged_probability():
@@ -191,9 +192,10 @@ def test_fedr_averages_each_relation_over_its_holders(runs):
     ups = {0: {"relation": torch.stack([torch.full((w,), 1.0), torch.full((w,), 2.0)])},
            1: {"relation": torch.stack([torch.full((w,), 4.0), torch.full((w,), 8.0)])}}
     out = algo.aggregate(ups, 0)
-    assert torch.equal(algo.relation_table[5], torch.full((w,), 3.0))   # (2 + 4) / 2
-    assert torch.equal(algo.relation_table[3], torch.full((w,), 1.0))
-    assert torch.equal(algo.relation_table[7], torch.full((w,), 8.0))
+    dev = algo.relation_table.device  # the test device: the uploads above arrive on the CPU
+    assert torch.equal(algo.relation_table[5], torch.full((w,), 3.0, device=dev))   # (2 + 4) / 2
+    assert torch.equal(algo.relation_table[3], torch.full((w,), 1.0, device=dev))
+    assert torch.equal(algo.relation_table[7], torch.full((w,), 8.0, device=dev))
     assert torch.equal(algo.relation_table[9], before[9])               # no holder this round
     assert torch.equal(out[1]["relation"], algo.relation_table[torch.tensor([5, 7])])
 

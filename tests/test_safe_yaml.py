@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from benchmark.cli import main
 from benchmark.config import RunConfig, load_config, load_yaml, parse_override
 from benchmark.errors import BenchmarkError, ConfigError
+import benchmark.safe_yaml as safe_yaml
 from benchmark.safe_yaml import MAX_ALIASES, MAX_BYTES, MAX_DEPTH, loads, short_repr
 from option_cases import SECTIONS, all_options, component_configs
 
@@ -138,6 +139,16 @@ def test_size_and_depth_caps(tmp_path: Path):
         loads("a: " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "x")
     with pytest.raises(ConfigError, match="nest|recursion"):  # libyaml refuses it itself
         loads("[" * 100_000 + "]" * 100_000, "x")
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "- " * 100_000 + "x", "{a: " * 50_000 + "1" + "}" * 50_000])
+def test_deep_nesting_is_refused_before_composing_on_any_pyyaml(text: str, monkeypatch: pytest.MonkeyPatch):
+    """A PyYAML without libyaml's nesting cap (pure Python here) composes recursively: a GPU machine's
+    build crashed the worker on 100,000 brackets. The depth is refused from the flat event stream first."""
+    monkeypatch.setattr(safe_yaml, "_BASE", yaml.SafeLoader)
+    monkeypatch.setattr(safe_yaml, "_Loader", type("_PureLoader", (yaml.SafeLoader,), {}))
+    with pytest.raises(ConfigError, match=f"line 1: nests deeper than {MAX_DEPTH} levels$"):
+        loads(text, "x")
 
 
 def test_a_big_document_fails_fast():
