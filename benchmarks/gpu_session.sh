@@ -18,7 +18,7 @@
 # (gzipped they travel in 1.2 MB instead of 6.5; the script unpacks them on the device)
 # Then run: bash benchmarks/gpu_session.sh   (carry: [".gpu"])
 # The tree that travels must stay under 64 MiB with .gpu: if the device tool refuses it, move
-# the largest tracked files the steps do not read (tables/leaderboard.html, any results/*.partial)
+# the largest tracked files the steps do not read (tables/leaderboard.html, tables/*.png, any results/*.partial)
 # out of the checkout for the call and back after it (git ls-files -z | xargs -0 du -cb).
 # STEPS="1 2" runs a subset; DEVICE=cpu and SMALL=1 try the script itself on a CPU machine.
 # Each step has its own cap (T1..T5 seconds: 240, 160, 60, 75 per run, 150 per run): 15 min if every
