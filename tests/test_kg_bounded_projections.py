@@ -136,9 +136,10 @@ def test_every_block_a_fusion_or_scorer_sees_is_bounded(tmp, fed):
     eng, algo = _engine(tmp, fed, "mmfede")
     task_cfg, client = eng.task.cfg, eng.clients[0]
     dims = {m: x.shape[1] for m, x in client.features.items()}
-    full = lambda r: torch.full((client.num_entities,), r)  # noqa: E731
+    dev = next(iter(client.features.values())).device  # the engine's device (CUDA under --device cuda)
+    full = lambda r: torch.full((client.num_entities,), r, device=dev)  # noqa: E731
     for fusion in KG_FUSIONS.names():
-        model = KGEClient(client.num_entities, client.num_relations, task_cfg, 7, dims, fusion)
+        model = KGEClient(client.num_entities, client.num_relations, task_cfg, 7, dims, fusion).to(dev)
         with torch.no_grad():
             for lin in model.proj.values():
                 lin.weight.mul_(50.0)  # as if training had blown the projections up
@@ -172,7 +173,7 @@ def test_every_block_a_fusion_or_scorer_sees_is_bounded(tmp, fed):
         expect = plain[m][seen] * (r / _row_rms(plain[m][seen])).unsqueeze(1)
         assert torch.allclose(blocks[m][seen], expect, rtol=1e-5, atol=1e-7)
 
-    split = SplitKGEClient(client.num_entities, client.num_relations, task_cfg, 7, dims)
+    split = SplitKGEClient(client.num_entities, client.num_relations, task_cfg, 7, dims).to(dev)
     views = split.entity_views(client)
     assert set(dims) < set(views)
     for m in dims:
