@@ -130,6 +130,9 @@ COSINE_MAX_PRODUCTS = 1 << 24
 #: similarities held in memory at once
 COSINE_BLOCK = 1 << 21
 _SEED = 0x5EED_FEED
+#: the whole-payload screen (``RawDataFingerprint.rows_clean``) runs on accelerators only,
+#: where each host sync of the per-tensor path idles the device; tests set it on the CPU
+SCREEN_ON_CPU = False
 
 
 def _nontrivial(rows: Tensor) -> Tensor:
@@ -216,6 +219,34 @@ class _RawRows:
         hit = self.keys[pos] == h
         return bool(hit.any()) and bool((self.rows[self.order[pos[hit]]] == rows[hit] + 0.0).all(dim=1).any())
 
+    def any_match(self, rows: Tensor) -> Tensor | None:
+        """A 0-d bool tensor on ``rows``' device: whether any of ``rows`` (float32, any rows)
+        would be found by ``exact`` or ``nearest``, computed without a host sync; None when
+        ``nearest`` would subsample (too many products), which this cannot reproduce."""
+        m, n = rows.shape[0], self.n_informative
+        if m * n > COSINE_MAX_PRODUCTS:
+            return None
+        ok = _nontrivial(rows)
+        rows = torch.where(ok.unsqueeze(1), rows, torch.zeros((), device=rows.device)) + 0.0
+        found = torch.zeros((), dtype=torch.bool, device=rows.device)
+        if self.keys.numel() and m:
+            h = _hash_rows(rows)
+            pos = torch.searchsorted(self.keys, h).clamp_max(self.keys.numel() - 1)
+            same = (self.rows[self.order[pos]] == rows).all(dim=1)
+            found = found | ((self.keys[pos] == h) & same & ok).any()
+        if not n or not m:
+            return found
+        raw, inv_norm = self.rows[:n], self.inv_norm
+        norm = rows.norm(dim=1)
+        u = rows / norm.clamp_min(1e-30).unsqueeze(1)
+        cand = ok
+        if self.sketch is not None:
+            cand = cand & ((_unit(u @ self.sketch) @ self.screen.T).abs_().amax(dim=1) > COSINE_SKETCH_MATCH)
+        sim = (u @ raw.T).mul_(inv_norm).abs_()
+        ratio = norm.unsqueeze(1) * inv_norm.unsqueeze(0)  # |uploaded row| / |raw row|
+        hit = (sim > COSINE_MATCH) & (ratio >= 1 / COSINE_SCALE_RANGE) & (ratio <= COSINE_SCALE_RANGE)
+        return found | (hit & cand.unsqueeze(1)).any()
+
     def nearest(self, rows: Tensor) -> tuple[float, int, int]:
         """(|cosine|, uploaded row, raw row) of the first pair found above COSINE_MATCH, else
         (0.0, -1, -1); subsampled when too large, as the comment above says."""
@@ -283,11 +314,37 @@ class RawDataFingerprint:
         gid = client.global_ids.cpu()
         self.edges = [client.edge_index.cpu(), gid[client.edge_index.cpu()]] if client.edge_index.numel() else []
 
-    def leaks(self, name: str, t: Tensor) -> str | None:
+    def rows_clean(self, payload: Payload) -> bool:
+        """True when one screen of the whole payload on its accelerator finds no raw feature
+        row (then no tensor needs the per-tensor search); False when it finds one, or cannot
+        tell (a CPU payload, mixed devices, a comparison ``nearest`` would subsample).
+
+        Why: the per-tensor search reads a verdict back to the host after every check, and on
+        a GPU each read idles the device (the graph bench's harness overhead on an H200, about
+        10 ms per client and round). The screen computes the same tests for every row of
+        every orientation of every tensor, width by width, and reads back one bit. A payload
+        it flags goes through the per-tensor search, which names the tensor and the match."""
+        floats = [t.detach() for t in payload.values() if t.dtype.is_floating_point and t.numel() > 1]
+        devices = {t.device for t in floats}
+        if not floats or len(devices) != 1 or (next(iter(devices)).type == "cpu" and not SCREEN_ON_CPU):
+            return not floats
+        flags = []
+        for d, raw in self.rows.items():
+            views = [rows for t in floats for _, rows in _orientations(t.to(torch.float32), d)]
+            if not views:
+                continue
+            flag = raw.on(floats[0].device).any_match(torch.cat(views))
+            if flag is None:
+                return False
+            flags.append(flag)
+        return not flags or not bool(torch.stack(flags).any())
+
+    def leaks(self, name: str, t: Tensor, feature_rows: bool = True) -> str | None:
         """A reason if tensor ``t`` holds raw data, else None. Feature rows are compared on
-        ``t``'s own device; labels and edges (exact, and only at a matching size) on the CPU."""
+        ``t``'s own device (unless ``feature_rows`` is False: ``rows_clean`` cleared them);
+        labels and edges (exact, and only at a matching size) on the CPU."""
         t = t.detach()
-        if t.dtype.is_floating_point and t.numel() > 1:
+        if feature_rows and t.dtype.is_floating_point and t.numel() > 1:
             reason = self._feature_rows(name, t)
             if reason:
                 return reason
@@ -323,11 +380,12 @@ def audit_findings(rnd: int, cid: int, payload: Payload, raw: RawDataFingerprint
     (the engine in process, the client itself under Flower) and reads the same either way.
     """
     found: list[str] = []
+    clean = raw.rows_clean(payload)  # on an accelerator: one read-back for the whole payload
     for name, t in payload.items():
         match = None if declared is None else next((p for p in declared if re.fullmatch(p, name)), None)
         if declared is not None and match is None:
             found.append(f"round {rnd}, client {cid}: undeclared payload '{name}'")
-        reason = raw.leaks(name, t)
+        reason = raw.leaks(name, t, feature_rows=not clean)
         if reason and match is not None and match.startswith(DISCLOSED):
             found.append(f"round {rnd}, client {cid}: {reason}{DISCLOSURE_MARK}")
         elif reason:

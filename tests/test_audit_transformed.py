@@ -239,3 +239,37 @@ def test_an_algorithm_uploading_transposed_scaled_features_fails_its_cell(tiny_f
         assert "payload 'x' contains raw feature rows (transposed, |cosine|" in rec["error"]["reason"]
     finally:
         R.ALGORITHMS.unregister("_transposing_leak_test")
+
+
+@pytest.fixture()
+def screened(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole-payload screen, which runs on accelerators only, run on the CPU."""
+    monkeypatch.setattr(comm, "SCREEN_ON_CPU", True)
+
+
+def test_the_payload_screen_clears_every_legitimate_upload_and_no_leak(client, raw, screened) -> None:
+    """rows_clean (one device read-back per payload) must never clear a leak, and must clear
+    the legitimate uploads, or it saves nothing; the verdicts are those of the per-tensor search."""
+    for what, make in sorted(LEAKS.items()):
+        for m in ("text", "image"):
+            up = make(client.features[m])
+            assert not raw.rows_clean({"w": _noise((8, 32), 0.1), "up": up}), (what, m)
+            assert _found(raw, up), (what, m)
+    for what, make in sorted(LEGIT.items()):
+        assert raw.rows_clean({"up": make(client)}), what
+        assert _found(raw, make(client)) == [], what
+    # a bit-for-bit copy of a narrow (4-wide) row, matched only exactly, inside a legitimate payload
+    tiny = client.features["tiny"]
+    assert not raw.rows_clean({"w": _noise((8, 32), 0.1), "b": tiny[2].clone()})
+    assert raw.rows_clean({"w": _noise((8, 32), 0.1), "b": tiny[2] * 1.0000001})
+
+
+def test_the_screen_defers_to_the_search_where_it_cannot_tell(screened) -> None:
+    c = _client(n=5000, dims={"text": 16})
+    raw = RawDataFingerprint(c)
+    x = c.features["text"]
+    assert not raw.rows_clean({"up": x.T.contiguous() * 1.0000001})  # nearest would subsample: no verdict
+    assert _found(raw, x.T.contiguous() * 1.0000001)
+    assert raw.rows_clean({"a": _noise((4, 16), 0.1), "b": _noise((4, 16), 0.1).to(torch.float64)})
+    comm.SCREEN_ON_CPU = False  # (the fixture restores it) a CPU payload is left to the search
+    assert not raw.rows_clean({"up": _noise((4, 16), 0.1)})
