@@ -56,7 +56,7 @@ for step in $STEPS; do
       # the CUDA-relevant files first (loop, determinism, checkpoint, engine, KG, AMFL), capped
       tests=(tests/test_training_loop.py tests/test_determinism.py tests/test_checkpoint.py tests/test_engine.py
              tests/test_kg_kge.py tests/test_kg_track.py tests/test_kg_imputers.py tests/test_mmfed3.py tests/test_amfl.py
-             tests/test_audit_transformed.py tests/test_ledger.py)
+             tests/test_audit_transformed.py tests/test_ledger.py tests/test_kge_triton.py)
       small && tests=(tests/test_training_loop.py tests/test_determinism.py tests/test_checkpoint.py)
       workers=(); small || workers=(-n "${WORKERS:-8}")
       # (pyproject's addopts already has -q: a second -q would drop the "N passed" line)
