@@ -24,7 +24,8 @@
 # Each step has its own cap (T1..T5 seconds: 240, 160, 60, 75 per run, 150 per run): 15 min if every
 # step ran to its cap, more than one device call's 10; steps 1-4 took 4 min on an H200 (2026-11-27);
 # T1B (seconds, 0 by default) then runs the rest of the suite on CUDA inside step 1;
-# ROUNDS4 sets the paper-scale rounds (2; at about a minute a round, MMFeD3-HidE needs 1 within 75-100 s).
+# ROUNDS4 sets the paper-scale rounds (2; at about a minute a round, MMFeD3-HidE needs 1 within 75-100 s);
+# PRECISION4=high runs them with TF32 matmuls (MMFeD3-HidE 41.0 s a round on an H200, 55.6 s at highest).
 # Wheels in .whl (carry it too) are installed first: mnist1d, which the AMFL tests need.
 # The device tool returns at most 8 files from $OUT; all steps together write 8 (the paper rounds
 # share one record file and one log), so do not tee the whole session into $OUT as well.
@@ -88,6 +89,7 @@ for step in $STEPS; do
               --set partition.num_clients=3 --set missing.name=kg_items --set missing.rate=0.5 --set task.name=kg_completion
               --set task.decoder=rotate --set task.dim=256 --set task.num_negatives=256 --set task.batch_size=1024
               --set train.local_epochs=3 --set train.rounds="${ROUNDS4:-2}" --set train.lr=0.001 --set train.device="$DEVICE"
+              --set train.matmul_precision="${PRECISION4:-highest}"
               --set algorithm.name="$1" --set algorithm."$2")
         small && sets+=(--set task.dim=16 --set task.num_negatives=32 --set train.local_epochs=1 --set train.rounds=1)
         timeout "${T4:-75}" "$PY" run_benchmark.py run "${sets[@]}" --out "$OUT/paper_rounds.jsonl" 2>&1 \
