@@ -18,6 +18,7 @@ most 3x MMFedE-AE).
 from __future__ import annotations
 
 import math
+from contextlib import AbstractContextManager
 import statistics
 import time
 from collections.abc import Callable
@@ -274,24 +275,23 @@ def bench_kg(data: KGData, harness: tuple, sizes: KGSizes, dev: torch.device) ->
     r_mrr = reference_eval(ref, data.test, known, data.num_relations, sizes.eval_batch)
     _sync(dev)
     r_eval = time.perf_counter() - t0
-    c_eval = c_mrr = None
-    if dev.type == "cuda":  # the same evaluation with a fused distance kernel (measured, never recorded)
-        with compiled_forward():
-            harness_eval(client.test_triples[:sizes.eval_batch])  # compiles
+
+    def timed_eval_within(context: AbstractContextManager[None]) -> tuple[float, float]:
+        """(seconds, MRR) of the harness evaluation with another distance kernel, after one
+        batch that compiles it (measured, never recorded)."""
+        with context:
+            harness_eval(client.test_triples[:sizes.eval_batch])
             _sync(dev)
             t0 = time.perf_counter()
-            c_mrr = harness_eval(client.test_triples)
+            mrr = harness_eval(client.test_triples)
             _sync(dev)
-            c_eval = time.perf_counter() - t0
-    t_eval = t_mrr = None
-    if dev.type == "cuda" and triton_ops.available():  # tiled by hand instead of fused (measured, never recorded)
-        with triton_ops.tiled_forward():
-            harness_eval(client.test_triples[:sizes.eval_batch])  # compiles
-            _sync(dev)
-            t0 = time.perf_counter()
-            t_mrr = harness_eval(client.test_triples)
-            _sync(dev)
-            t_eval = time.perf_counter() - t0
+            return time.perf_counter() - t0, mrr
+
+    c_eval = c_mrr = t_eval = t_mrr = None
+    if dev.type == "cuda":  # the same evaluation with a fused distance kernel, then a tiled one
+        c_eval, c_mrr = timed_eval_within(compiled_forward())
+        if triton_ops.available():
+            t_eval, t_mrr = timed_eval_within(triton_ops.tiled_forward())
 
     print(f"bench kg: {data.source}: {data.num_entities} entities, {data.num_relations} relations, "
           f"{len(queries)} training queries (triples + inverses); RotatE complex dim {sizes.dim}, batch {sizes.batch}, "
