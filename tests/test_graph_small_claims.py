@@ -366,31 +366,40 @@ def structure() -> dict[tuple, float]:
     return out
 
 
-def test_structure_control_tiktok_paired_scores_are_graph_position(structure):
-    """Both views over the graph (paired protocol 2, held-out pairs out of training): on TikTok,
-    shuffling the content of every pair costs no method (but FedMGS's content-only matching,
-    0.54 -> 0.50 AUC) more than 3 points: those retrieval and matching numbers measure graph
-    position (FedSPA 67 R@5 both ways)."""
+def test_structure_control_tiktok_paired_scores_are_mostly_graph_position(structure):
+    """Both views over the graph (the graph-view protocol; re-run under issue 26's conditioning
+    and budgets): on TikTok every method but FedMGS keeps at least 70% of its R@5 and of its
+    matching AUC's gain over chance once the content of every pair is shuffled, FedSPA and
+    FedMPO all but 1.5 points (60.5 -> 60.2 and 59.8 -> 59.4 R@5): graph position. FedMGS,
+    content only, falls to chance (19.4 -> 7.5 R@5 against 7.6; 64.6 -> 50.5 AUC), as the
+    linear reference does (18.4 -> 7.4; 63.0 -> 49.4)."""
+    chance = {"toys": structure[("toys", "chance", "keep")], "ku": 0.5}
     for setting in ("toys", "ku"):
-        algos = {a for (s, a, _) in structure if s == setting}
+        algos = {a for (s, a, _) in structure if s == setting} - REFERENCE_ROWS
         assert len(algos) >= 7
-        for a in algos - ({"fedmgs"} if setting == "ku" else set()):
-            assert structure[(setting, a, "shuffle")] > structure[(setting, a, "keep")] - 0.03, (setting, a)
-    assert structure[("ku", "fedmgs", "keep")] - structure[("ku", "fedmgs", "shuffle")] > 0.03
-    assert structure[("ku", "fedmgs", "shuffle")] < 0.52  # chance once its content link is gone
+        for a in algos - {"fedmgs"}:
+            keep, shuf = structure[(setting, a, "keep")], structure[(setting, a, "shuffle")]
+            assert shuf - chance[setting] >= 0.7 * (keep - chance[setting]), (setting, a, keep, shuf)
+        for a in ("fedmgs", "linear"):
+            assert structure[(setting, a, "shuffle")] < chance[setting] + 0.01, (setting, a)
+            assert structure[(setting, a, "keep")] > chance[setting] + 0.1, (setting, a)
+    for a in ("fedspa", "fedmpo"):
+        assert structure[("toys", a, "keep")] - structure[("toys", a, "shuffle")] < 0.015, a
+    assert structure[("ku", "fedspa", "keep")] - structure[("ku", "fedspa", "shuffle")] < 0.015
 
 
 def test_structure_control_synthetic_retrieval_content_vs_position(structure):
-    """On the synthetic graph FedMGS's lead is content (95 -> 16 R@5 with shuffled pairs), while
-    FedSPA and FedMPO keep all but 7 points of theirs and FedGCN more than 80% (85 -> 73): graph
-    position."""
+    """On the synthetic graph FedMGS's lead is all content (95.3 -> 16.7 R@5, chance 16.7);
+    FedGCN keeps 86% of its score and FedSPA 76% (graph position); FedAvg, FedMPO, FedMVP,
+    PEPSY and S2FGL lose 37-41 points yet stay 20 or more above chance (part content, part
+    position). The linear reference (20.0) is near chance: these pairs need the graph."""
     keep, shuf = (lambda a: structure[("flickr30k", a, "keep")]), (lambda a: structure[("flickr30k", a, "shuffle")])
-    assert keep("fedmgs") > 0.9 and shuf("fedmgs") < 0.2
-    for a in ("fedspa", "fedmpo"):
-        assert shuf(a) > keep(a) - 0.07, a
-    assert shuf("fedgcn") > 0.8 * keep("fedgcn")
-    for a in ("fedavg", "fedmvp", "pepsy", "s2fgl"):  # partly content: they lose 8-23 points
-        assert keep(a) - shuf(a) > 0.08, a
+    chance = keep("chance")
+    assert keep("fedmgs") > 0.9 and shuf("fedmgs") < chance + 0.01
+    assert shuf("fedgcn") > 0.8 * keep("fedgcn") and shuf("fedspa") > 0.7 * keep("fedspa")
+    for a in ("fedavg", "fedmpo", "fedmvp", "pepsy", "s2fgl"):
+        assert keep(a) - shuf(a) > 0.3 and shuf(a) > chance + 0.2, a
+    assert keep("linear") < chance + 0.05
 
 
 # --------------------------------------------------------------------------- the content protocol
