@@ -330,10 +330,12 @@ class RawDataFingerprint:
             return not floats
         flags = []
         for d, raw in self.rows.items():
-            views = [rows for t in floats for _, rows in _orientations(t.to(torch.float32), d)]
+            views = [rows for t in floats for _, rows in _orientations(t, d)]
             if not views:
                 continue
-            flag = raw.on(floats[0].device).any_match(torch.cat(views))
+            if sum(v.shape[0] for v in views) * raw.n_informative > COSINE_MAX_PRODUCTS:
+                return False  # the search samples this comparison: leave it to the search (no copy made)
+            flag = raw.on(floats[0].device).any_match(torch.cat([v.to(torch.float32) for v in views]))
             if flag is None:
                 return False
             flags.append(flag)
