@@ -39,11 +39,14 @@ def table1() -> dict[tuple, float]:
 
 
 def test_table1_fedmpo_is_not_best_on_fb15k_typing(table1):
-    """Personalized prototype/mixing methods lead node classification on the label-skewed clients."""
+    """Personalized prototype/mixing methods lead node classification on the label-skewed
+    clients (FedPub 55.7, FedProto 55.1, FedIIH 52.9), over 5 points above FedMPO (43.5) and
+    above the centralized GNN (44.9)."""
     fedmpo = table1[("accuracy", "ele_fashion", "keep", "fedmpo")]
+    central = table1[("accuracy", "ele_fashion", "keep", "centralized")]
     for leader in ("fedproto", "fedpub", "fediih"):
         assert table1[("accuracy", "ele_fashion", "keep", leader)] > fedmpo + 0.05, leader
-    assert fedmpo > table1[("accuracy", "ele_fashion", "keep", "fedavg")] + 0.10
+        assert table1[("accuracy", "ele_fashion", "keep", leader)] > central, leader
 
 
 def test_table1_fedmpo_below_fedavg_on_tiktok_link_prediction(table1):
@@ -54,14 +57,19 @@ def _retrieval(table1: dict[tuple, float], setting: str, content: str) -> dict[s
     return {a: v for (m, s, c, a), v in table1.items() if m == "recall@5" and s == setting and c == content}
 
 
-def test_table1_synthetic_retrieval_is_content_fediih_first_fedmpo_below_fedavg(table1):
-    """On the synthetic Flickr30k stand-in every method but FedSPA retrieves at least 0.08 above
-    its shuffled control; FedIIH leads (0.55 vs 0.17 shuffled) and FedMPO is under FedAvg-Zero."""
+def test_table1_synthetic_retrieval_is_content_fedmpo_first(table1):
+    """On the synthetic Flickr30k stand-in every method retrieves at least 0.25 above its
+    shuffled control, and every shuffled score is within 0.03 of chance (content, not graph
+    position, under the content protocol); FedMPO leads (84.9 R@5) by over 10 points (S2FGL
+    73.2); the linear reference is at chance (19.1 against 17.8): these pairs need the graph."""
     real, shuffled = _retrieval(table1, "flickr30k", "keep"), _retrieval(table1, "flickr30k", "shuffle")
-    assert all(real[a] > shuffled[a] + 0.08 for a in real if a != "fedspa"), (real, shuffled)
-    assert abs(real["fedspa"] - shuffled["fedspa"]) < 0.03
-    assert max(real, key=real.get) == "fediih" and real["fediih"] > 0.5
-    assert real["fedmpo"] < real["fedavg"]
+    chance, linear = real["chance"], real["linear"]
+    methods = {a: v for a, v in real.items() if a not in REFERENCE_ROWS}
+    assert all(methods[a] > shuffled[a] + 0.25 for a in methods), (methods, shuffled)
+    assert all(abs(v - chance) < 0.03 for v in shuffled.values()), shuffled
+    ranked = sorted(methods, key=methods.get, reverse=True)
+    assert ranked[0] == "fedmpo" and methods["fedmpo"] > methods[ranked[1]] + 0.10
+    assert abs(linear - chance) < 0.03
 
 
 @pytest.fixture(scope="module")
