@@ -113,6 +113,15 @@ def _task_protocol_version(name: str) -> int:
     return int(getattr(R.TASKS.get(name), "protocol_version", 1)) if name in R.TASKS else 1
 
 
+def _task_protocol_marks(name: str, task_cfg: dict) -> dict[str, Any]:
+    """The task's protocol marks for this config (``Task.protocol_marks``; {} for an unknown task)."""
+    from benchmark import registry as R
+
+    R.load_plugins()
+    marks = getattr(R.TASKS.get(name), "protocol_marks", None) if name in R.TASKS else None
+    return dict(marks(task_cfg)) if marks is not None else {}
+
+
 def algorithm_revision(name: str) -> int:
     """The registered algorithm's ``revision``: raised when its computation changes without a
     config key saying so (a new default, a reworked generator), so that its stored records go
@@ -151,6 +160,9 @@ def protocol_hash(cfg: RunConfig) -> str:
     version = _task_protocol_version(cfg.task.name)
     if version != 1:  # version 1 adds nothing, so the hashes of records made before versions existed hold
         keep["task_protocol_version"] = version
+    marks = _task_protocol_marks(cfg.task.name, keep["task"])
+    if marks:  # likewise: no marks, no key
+        keep["task_protocol_marks"] = marks
     keep["train"] = {k: v for k, v in keep["train"].items() if not execution_only(f"train.{k}", v)}
     import hashlib
 

@@ -263,7 +263,8 @@ def test_fedgcn_content_gallery_is_the_nodes_own_row_not_its_neighbourhood_mean(
 
 def test_shared_hard_negative_pool_keeps_the_top_scorers_of_one_pool():
     """hard_pool_min > 0 (FedMPO's pool: scale 4, at least 256): per positive, the num_negatives
-    highest scores among one pool of max(hard_pool_min, hard_pool x num_negatives) nodes."""
+    highest scores among one pool of max(hard_pool_min, hard_pool x num_negatives) nodes, the
+    head itself left out."""
     task = LinkPrediction(LinkPrediction.Config(hard_negatives=True, hard_pool=4, hard_pool_min=256, num_negatives=2))
     z = torch.randn(500, 8)
     pos = torch.randint(0, 500, (2, 30))
@@ -271,8 +272,74 @@ def test_shared_hard_negative_pool_keeps_the_top_scorers_of_one_pool():
     got = task._negatives(z, pos, 500)
     torch.manual_seed(3)
     pool = torch.randint(0, 500, (256,))
-    want = (z[pos[0]] @ z[pool].T).topk(2, dim=1).values
+    scores = (z[pos[0]] @ z[pool].T).masked_fill(pool.unsqueeze(0) == pos[0].unsqueeze(1), float("-inf"))
+    want = scores.topk(2, dim=1).values
     assert got.shape == (30, 2) and torch.allclose(got, want)
-    task.cfg.hard_pool_min = 0            # per-positive candidates: 8 each, the old behaviour
+    task.cfg.hard_pool_min = 0            # per-positive candidates: 8 each
     torch.manual_seed(3)
     assert task._negatives(z, pos, 500).shape == (30, 2)
+
+
+@pytest.mark.parametrize("pool_min", [0, 64])
+def test_a_hard_negative_is_never_a_known_training_edge_of_its_head(pool_min):
+    """The highest-scoring candidates of a trained model are its true neighbours; picking them
+    as negatives taught every model to rank edges below non-edges (issue 26). Here each head's
+    neighbours score far above every other node: with the training edges known, no chosen
+    negative is one of them; without, they are what gets chosen."""
+    n, heads = 64, torch.arange(0, 32, 2)
+    neighbour = heads + 1
+    z = torch.zeros(n, n)
+    z[heads, heads] = 1.0
+    z[neighbour, heads] = 5.0          # score(head, its neighbour) = 5, any other pair 0 or 1
+    pos = torch.stack([heads, neighbour])
+    known = torch.cat([heads * n + neighbour, neighbour * n + heads])
+    task = LinkPrediction(LinkPrediction.Config(hard_negatives=True, hard_pool=n * 8, hard_pool_min=pool_min))
+    torch.manual_seed(0)
+    blind = task._negatives(z, pos, n)
+    torch.manual_seed(0)
+    seen = task._negatives(z, pos, n, known)
+    assert (blind == 5.0).all()        # every pool of 512 draws holds the neighbour
+    assert (seen < 5.0).all() and (seen < 1.0).all()   # neither the neighbour nor the head itself
+
+
+def test_training_loss_passes_the_known_edges_to_hard_negatives(synth_fed, monkeypatch):
+    """The loss hands ``_negatives`` every training edge of the client (both directions), and
+    no validation or test edge."""
+    task = LinkPrediction(LinkPrediction.Config(hard_negatives=True))
+    client = synth_fed.clients[0]
+    seen = {}
+    real = task._negatives
+
+    def spy(z, pos, n, known=None):
+        seen["known"] = known
+        return real(z, pos, n, known)
+
+    monkeypatch.setattr(task, "_negatives", spy)
+    model = nn.Linear(client.features[client.modalities[0]].shape[1], 4)
+    task.loss(lambda c: model(c.features[c.modalities[0]]), client)
+    sp = task.split(client)
+    n = client.num_nodes
+    assert set(seen["known"].tolist()) == set((sp.eval_message[0] * n + sp.eval_message[1]).tolist())
+    held = torch.cat([sp.positives["val"], sp.positives["test"]], dim=1)
+    assert not torch.isin(held[0] * n + held[1], seen["known"]).any()
+
+
+def test_hard_negative_configs_alone_carry_the_protocol_mark():
+    """Excluding known edges changed how hard negatives train: those records go stale, every
+    other link-prediction record keeps its protocol hash."""
+    from benchmark.results import protocol_hash
+
+    def hashes(task: dict) -> tuple[str, str]:
+        cfg = build_run_config({"task": {"name": "link_pred", **task}})
+        return protocol_hash(cfg), cfg
+
+    plain, cfg = hashes({})
+    original = LinkPrediction.protocol_marks
+    try:
+        LinkPrediction.protocol_marks = classmethod(lambda cls, c: {})
+        assert protocol_hash(cfg) == plain
+        hard_unmarked, _ = hashes({"hard_negatives": True})
+    finally:
+        LinkPrediction.protocol_marks = original
+    hard, _ = hashes({"hard_negatives": True})
+    assert hard != hard_unmarked and LinkPrediction.protocol_marks({"hard_negatives": True}) == {"hard_negatives": 2}

@@ -40,6 +40,14 @@ class Task(ABC):
     #: carries another protocol hash and is never averaged with one made after it
     protocol_version: ClassVar[int] = 1
 
+    @classmethod
+    def protocol_marks(cls, cfg: dict) -> dict[str, object]:
+        """What a change to how some of this task's configs train adds to their protocol hash
+        (``cfg``: the run's ``task`` section). Empty by default, and for every config a change
+        did not touch, so only the records it affects go stale; ``protocol_version`` is for a
+        change to all of them."""
+        return {}
+
     def __init__(self, cfg: object | None = None) -> None:
         self.cfg = cfg
 

@@ -17,6 +17,10 @@ probabilities). ``hard_negatives`` keeps, per positive, the highest-scoring of
 ``hard_pool`` sampled candidates, or (``hard_pool_min`` > 0, FedMPO's "hard negative pool":
 scale 4, at least 256) the ``num_negatives`` highest-scoring nodes of one pool of
 ``max(hard_pool_min, hard_pool x num_negatives)`` nodes drawn per step for all positives.
+A hard negative is never the head itself nor one of its known training edges; the shared pool
+concentrates every head's negatives on the same few top nodes, and on TikTok it taught every
+method to rank held-out edges below random pairs, so the FedMPO suites use per-positive
+candidates (issue 26).
 Evaluation negatives are fixed per (seed, client, split),
 one per positive edge, and are never an edge of the client's graph. The pooled view (the
 centralized references) is split as the union of the clients' splits (``_pooled_split``).
@@ -100,6 +104,12 @@ class LinkPrediction(Task):
     protocol_version = 2
     metrics = ("auc", "ap")
     holds_out_edges = True
+
+    @classmethod
+    def protocol_marks(cls, cfg: dict) -> dict[str, object]:
+        """Hard negatives skip the head's known training edges (2; issue 26): records made with
+        hard negatives before that go stale, every other link-prediction record stays current."""
+        return {"hard_negatives": 2} if cfg.get("hard_negatives") else {}
 
     @dataclass
     class Config:
@@ -213,21 +223,35 @@ class LinkPrediction(Task):
         return (z[pairs[0]] * z[pairs[1]]).sum(-1)
 
     # ------------------------------------------------------------------ training
-    def _negatives(self, z: Tensor, pos: Tensor, n: int) -> Tensor:
-        """[P, k] scores of corrupted tails for every positive (uniform, or the hardest of a pool)."""
+    def _negatives(self, z: Tensor, pos: Tensor, n: int, known: Tensor | None = None) -> Tensor:
+        """[P, k] scores of corrupted tails for every positive (uniform, or the hardest of a pool).
+
+        Hard negatives are chosen among candidates that are not a known training edge of the
+        head (``known``: keys ``u * n + v`` of the training edges, both directions) nor
+        the head itself: the highest-scoring candidates of a trained model are mostly its true
+        neighbours, and pushing those down taught the model to rank edges below non-edges
+        (training AUC under 0.5 on TikTok; issue 26). Held-out edges are unknown to training
+        and stay possible candidates, at their share of the graph. Uniform negatives are drawn
+        as before (a true edge among them is a ~degree/n event, not a selected one)."""
         c = self.cfg
         k = c.num_negatives
         draws = k * (c.hard_pool if c.hard_negatives else 1)
         if c.hard_negatives and c.hard_pool_min > 0:
             # one shared pool: a [P, pool] score matrix instead of [P, pool, d] gathered rows
             draws = max(c.hard_pool_min, draws)
-            pool = torch.randint(0, n, (draws,), device=z.device)
-            scores = z[pos[0]] @ z[pool].T
+            tails = torch.randint(0, n, (draws,), device=z.device)
+            scores = z[pos[0]] @ z[tails].T
+            tails = tails.unsqueeze(0).expand(pos.shape[1], -1)
         else:
             tails = torch.randint(0, n, (pos.shape[1], draws), device=z.device)
             scores = (z[pos[0]].unsqueeze(1) * z[tails]).sum(-1)
         if c.hard_negatives and draws > k:
-            top = scores.detach().topk(k, dim=1).indices
+            excluded = tails == pos[0].unsqueeze(1)
+            if known is not None and known.numel():
+                excluded |= torch.isin(pos[0].unsqueeze(1) * n + tails, known)
+            ranked = scores.detach().masked_fill(excluded, float("-inf"))
+            top = ranked.topk(k, dim=1).indices
+            # a head whose every candidate is excluded (not seen in practice) keeps its draw
             scores = scores.gather(1, top)
         return scores
 
@@ -238,7 +262,11 @@ class LinkPrediction(Task):
         if pos.shape[1] == 0:
             return z.sum() * 0.0  # no training edge on this client: a zero loss that still has a graph
         s_pos = self.score(z, pos)
-        s_neg = self._negatives(z, pos, client.num_nodes)
+        known = None
+        if self.cfg.hard_negatives:
+            n = client.num_nodes
+            known = sp.eval_message[0] * n + sp.eval_message[1]
+        s_neg = self._negatives(z, pos, client.num_nodes, known)
         loss = (F.binary_cross_entropy_with_logits(s_pos, torch.ones_like(s_pos))
                 + F.binary_cross_entropy_with_logits(s_neg, torch.zeros_like(s_neg)))
         if self.cfg.loss == "bce_bpr_margin":
