@@ -67,11 +67,9 @@ def pair_fed(tmp_path_factory) -> tuple[object, FederatedData]:
 
 
 def test_registered_as_centralized_references_of_the_graph_tasks():
-    """Chance and the centralized GNN cover every graph task (link prediction on the pooled
-    view's union split, below); the linear model every task but link prediction (its docstring
-    says why)."""
-    expected = {"chance": set(GRAPH_TASKS), "linear": set(GRAPH_TASKS) - {"link_pred"},
-                "centralized": set(GRAPH_TASKS)}
+    """Chance, the linear model and the centralized GNN cover every graph task (link
+    prediction on the pooled view's union split, below)."""
+    expected = {"chance": set(GRAPH_TASKS), "linear": set(GRAPH_TASKS), "centralized": set(GRAPH_TASKS)}
     for name, tasks in expected.items():
         cls = ALGORITHMS.get(name)
         assert cls.centralized and set(cls.tasks) == tasks, name
@@ -171,7 +169,39 @@ def test_linear_cca_model_is_sklearns_projection(tiny, tmp_path):
     assert abs(got_x - zx).max() < 1e-3 * abs(zx).max() and abs(got_y - zy).max() < 1e-3 * abs(zy).max()
 
 
-@pytest.mark.parametrize("task", ["node_cls", "retrieval", "matching"])
+def test_linear_link_prediction_beats_chance_from_the_features(tiny, tmp_path):
+    """On the tiny DC-SBM graph linked nodes share a community, which the features carry: the
+    bilinear score finds it from the training edges alone, and its weights go through the
+    ledger."""
+    rec = _run("linear", "link_pred", tiny, tmp_path)
+    assert rec["metrics"]["test/auc"] > 0.6 and rec["comm"]["bytes_up"] > 0, rec["metrics"]
+
+
+def test_linear_link_score_is_the_positive_part_of_the_edges_feature_cross_covariance(tiny, tmp_path):
+    """z_u . z_v equals (x_u - mean)^T S_+ (x_v - mean), S the symmetrized mean of the centred
+    x_u x_v^T over the pooled training edges (both directions), S_+ its positive eigen-part,
+    when the components cover every positive eigenvalue."""
+    engine, algo = _engine_algo("linear", "link_pred", tiny, tmp_path, n_components=10_000)
+    pooled, task = engine.train_clients[0], engine.task
+    model = LinearModel.from_payload(algo.fit(pooled).payload())
+    x = torch.cat([pooled.features[m] for m in pooled.modalities], dim=1).double()
+    xc = x - x.mean(0)
+    e = task.known_edges(pooled)
+    cross = xc[e[0]].T @ xc[e[1]] / e.shape[1]
+    lam, vec = torch.linalg.eigh((cross + cross.T) / 2)
+    s_plus = (vec * lam.clamp_min(0)) @ vec.T
+    pairs = torch.randint(0, pooled.num_nodes, (2, 200), generator=torch.Generator().manual_seed(0))
+    want = ((xc[pairs[0]] @ s_plus) * xc[pairs[1]]).sum(-1)
+    with torch.no_grad():
+        got = task.score(model(pooled).double(), pairs)
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-5 * float(want.abs().max()))
+    # no held-out edge among what it fitted on
+    held = torch.cat([task.split(pooled).positives[s] for s in ("val", "test")], dim=1)
+    n = pooled.num_nodes
+    assert not torch.isin(held[0] * n + held[1], e[0] * n + e[1]).any()
+
+
+@pytest.mark.parametrize("task", ["node_cls", "link_pred", "retrieval", "matching"])
 def test_linear_same_seed_same_metrics(task, tiny, tmp_path):
     first = _run("linear", task, tiny, tmp_path)["metrics"]
     second = _run("linear", task, tiny, tmp_path)["metrics"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from benchmark.record import Record
+from benchmark.registry import ALGORITHMS, load_plugins
 from benchmark.report.plots import heatmap_plot
 from benchmark.report.reference_rows import place_references, reference_means, reference_name, reference_note
 from benchmark.report.tables import make_table
@@ -64,14 +65,16 @@ def test_sensitivity_table_prints_reference_rows_last_unranked_and_the_same_in_e
     assert "**" in lines[1] and "**" not in lines[2] + lines[3]
 
 
-def test_reference_that_does_not_declare_the_task_prints_na():
+def test_reference_that_does_not_declare_the_task_prints_na(monkeypatch):
+    load_plugins()
+    monkeypatch.setattr(ALGORITHMS.get("linear"), "tasks", ("node_cls", "retrieval", "matching"))
     records = [_rec({"setting": "dy", "variant": v}, 0.6 + i / 10, task="link_pred") for i, v in enumerate(("full", "wo"))]
     records += [_rec({"setting": "dy", "algorithm.name": "linear"}, 0.5, task="link_pred"),
                 _rec({"setting": "dy", "algorithm.name": "chance"}, 0.5, task="link_pred")]
     md = make_table(records, {"rows": "variant", "columns": "setting", "metrics": ["auc"]}).markdown
     rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in md.splitlines()
             if line.startswith("|")}
-    assert rows["Linear (reference)"] == "N/A"  # the linear reference fits no link predictor
+    assert rows["Linear (reference)"] == "N/A"  # a reference that fits no link predictor
     assert rows["Chance (reference)"].startswith("50.00")
 
 
