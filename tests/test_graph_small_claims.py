@@ -50,7 +50,25 @@ def test_table1_fedmpo_is_not_best_on_fb15k_typing(table1):
 
 
 def test_table1_fedmpo_below_fedavg_on_tiktok_link_prediction(table1):
-    assert table1[("auc", "dy", "keep", "fedmpo")] < table1[("auc", "dy", "keep", "fedavg")] - 0.03
+    """FedMPO is 11 points below FedAvg-Zero on TikTok link prediction (54.5 against 65.8)."""
+    assert table1[("auc", "dy", "keep", "fedmpo")] < table1[("auc", "dy", "keep", "fedavg")] - 0.10
+
+
+LP_METHODS1 = ("fedavg", "fedgcn", "fedgraphsage", "fedpub", "fedmvp", "fedmac", "fedlap", "s2fgl", "fedspa", "fedmpo")
+
+
+def test_table1_link_prediction_learned_fedgcn_first(table1):
+    """With hard negatives drawn per positive and never a known training edge (issue 26; the
+    shared 256-node pool had FedSPA below chance in every seed and 4 cells collapsed), every
+    method is above chance on both graphs, FedGCN first among the methods on both (74.1 TikTok,
+    73.3 synthetic). The features alone (the linear reference) are near chance on TikTok (51.6)
+    but not on the synthetic graph (63.0), where FedMPO and FedSPA are below them (58.3, 58.5)."""
+    for setting in ("dy", "bili_dance"):
+        col = {a: table1[("auc", setting, "keep", a)] for a in LP_METHODS1}
+        assert min(col.values()) > 0.515 and max(col, key=col.get) == "fedgcn", setting
+    assert table1[("auc", "dy", "keep", "linear")] < 0.53
+    lin = table1[("auc", "bili_dance", "keep", "linear")]
+    assert lin > 0.6 and all(table1[("auc", "bili_dance", "keep", a)] < lin for a in ("fedmpo", "fedspa"))
 
 
 def _retrieval(table1: dict[tuple, float], setting: str, content: str) -> dict[str, float]:
