@@ -194,30 +194,33 @@ def test_fedmpo_ablation_no_removal_separates_on_node_classification(fedmpo_abla
 
 def test_fedmpo_ablation_the_moe_costs_tiktok_link_prediction_and_retrieval(fedmpo_ablation):
     """On TikTok, replacing the missing-aware experts by the mean of the modality vectors (w/o
-    MoE) is best in every seed: link prediction AUC 59-66 against the full model's 52.5-53.4,
-    retrieval R@5 16.6-19.8 against 13.3-14.8. The paper has the MoE helping."""
-    for setting in ("dy", "toys"):
-        full, wo_moe = fedmpo_ablation[(setting, "full")], fedmpo_ablation[(setting, "wo_moe")]
-        assert all(wo_moe[s] > full[s] + 0.015 for s in full), setting
-        others = [v for (g, v) in fedmpo_ablation if g == setting and v in VARIANTS and v != "wo_moe"]
-        assert all(all(wo_moe[s] > fedmpo_ablation[(setting, v)][s] for s in full) for v in others), setting
+    MoE) is best in every seed on retrieval (R@5 16.6-19.8 against the full model's 13.3-14.8)
+    and best on the mean on link prediction (AUC 56.9 against 54.5; in seed 1 w/o Align
+    leads). The paper has the MoE helping."""
+    full, wo_moe = fedmpo_ablation[("toys", "full")], fedmpo_ablation[("toys", "wo_moe")]
+    assert all(wo_moe[s] > full[s] + 0.015 for s in full)
+    others = [v for (g, v) in fedmpo_ablation if g == "toys" and v in VARIANTS and v != "wo_moe"]
+    assert all(all(wo_moe[s] > fedmpo_ablation[("toys", v)][s] for s in full) for v in others)
+    lp = {v: _mean(fedmpo_ablation[("dy", v)]) for v in VARIANTS}
+    assert max(lp, key=lp.get) == "wo_moe" and lp["wo_moe"] > lp["full"] + 0.02
+    seed1 = {v: fedmpo_ablation[("dy", v)][1] for v in VARIANTS}
+    assert max(seed1, key=seed1.get) == "wo_align"
 
 
 def test_fedmpo_ablation_against_the_reference_rows(fedmpo_ablation):
     """On Ele-fashion (FB15K-237 typing) every variant is above the linear reference (41.9-44.2%
     against 40.1%) and below the centralized GNN (44.9%); on Toys (TikTok retrieval) only w/o
     MoE reaches the linear reference (R@5 17.9 against 17.4; the full model 14.2), every variant
-    above the centralized GNN (10.0) and chance (7.6). On TikTok link prediction (no linear
-    row: the linear model declares no link predictor) the centralized GNN (AUC 61.9) is over 5
-    points above every variant but w/o MoE, which is level with it (61.7)."""
+    above the centralized GNN (10.0) and chance (7.6). On TikTok link prediction (hard negatives
+    drawn per positive, issue 26) the centralized GNN (AUC 60.1) is over 3 points above every
+    variant (54.2-56.9) and the linear reference (51.6, the features alone) over 2 below."""
     def m(setting, row):
         return _mean(fedmpo_ablation[(setting, row)])
     assert all(m("ele_fashion", "linear") < m("ele_fashion", v) < m("ele_fashion", "centralized") for v in VARIANTS)
     assert [v for v in VARIANTS if m("toys", v) >= m("toys", "linear")] == ["wo_moe"]
     assert all(m("toys", v) > m("toys", "centralized") > m("toys", "chance") for v in VARIANTS)
-    assert ("dy", "linear") not in fedmpo_ablation and m("dy", "chance") == 0.5
-    assert all(m("dy", "centralized") > m("dy", v) + 0.05 for v in VARIANTS if v != "wo_moe")
-    assert abs(m("dy", "centralized") - m("dy", "wo_moe")) < 0.01
+    assert m("dy", "chance") == 0.5 and m("dy", "linear") < 0.53
+    assert all(m("dy", "centralized") > m("dy", v) + 0.03 > m("dy", "linear") + 0.05 for v in VARIANTS)
 
 
 # --------------------------------------------------------------------------- FedMGS sensitivity (Fig. 3)
