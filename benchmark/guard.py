@@ -11,7 +11,7 @@ third flag, ``below_reference``, which needs the store's reference rows
 Collapsed: the record's ``test/spread`` (else ``val/spread``) is below ``SPREAD_EPSILON``.
 Every built-in task reports ``spread``, the standard deviation of the scores its metrics
 rank (cosines for retrieval and matching, edge scores for link prediction, each query's candidate
-scores for KG completion, averaged over queries) or, for node
+scores for KG completion, averaged over queries) or, for node and AMFL
 classification, the share of nodes not given the most common prediction; 0 means every
 score is equal. A KG record made before its task reported a spread is judged not collapsed
 when its hits@1 shows that answers outscore every other candidate (``strictly_first``). Any

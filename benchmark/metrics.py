@@ -73,6 +73,14 @@ def pooled_macro_f1(counts: list[dict[str, float]]) -> float:
     return float(sum(f1) / len(f1))
 
 
+def prediction_spread(pred: Tensor) -> float:
+    """Share of predictions that differ from the most common one (0: one class for all; NaN:
+    none): the ``spread`` of a classification task."""
+    if pred.numel() == 0:
+        return float("nan")
+    return float(1.0 - torch.bincount(pred).max().item() / pred.numel())
+
+
 def score_spread(scores: Tensor) -> float:
     """Standard deviation of the scores a metric ranks (0 when every score is equal: a collapsed
     model). NaN for fewer than two scores."""

@@ -186,3 +186,36 @@ def test_committed_kg_stores_are_all_judged_for_collapse_and_none_collapsed():
         c = count(records)
         assert c.spread_judged == c.judged and not c.collapsed, (store.parent.name, c.spread_judged, c.judged)
         assert c.judged or store.parent.name == "mmfed3_table2"
+
+
+def test_amfl_records_carry_a_spread_and_a_constant_personal_model_is_collapsed(tmp_path):
+    """The AMFL task reports the share of rows not given a client's most common prediction, so
+    the guard judges AMFL cells too: a trained run is stored judged and not collapsed, and a
+    model that predicts one class for every row scores spread 0 (collapsed)."""
+    import dataclasses
+
+    import torch
+
+    from benchmark.engine import Engine
+    from benchmark.guard import verdict
+    from test_amfl import amfl_cfg
+
+    cfg = amfl_cfg()
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, rounds=5, local_epochs=5),
+                              output=dataclasses.replace(cfg.output, cache_dir=str(tmp_path),
+                                                         checkpoint_dir=str(tmp_path / "ck")))
+    engine = Engine(cfg)
+    rec = engine.run(resume=False)
+    assert rec["status"] == "ok" and rec["metrics"]["test/spread"] > 1e-3
+    assert rec["guard"]["collapsed"] is False
+
+    class OneClass(torch.nn.Module):
+        def forward(self, features, edge_index=None):  # noqa: ANN001, ANN201
+            n = next(iter(features.values())).shape[0]
+            return torch.zeros(n, 4).index_fill_(1, torch.tensor([2]), 1.0)
+
+    client = engine.clients[0]
+    scores = engine.task.evaluate(OneClass(), client)
+    assert scores["test"]["spread"] == 0.0
+    flat = Record.from_dict({**rec, "metrics": {**rec["metrics"], "test/spread": 0.0}})
+    assert verdict(flat)["collapsed"] is True

@@ -3,6 +3,8 @@ label space; ACC = mean over clients of personal test accuracy (FedMBridge §5.1
 
 The engine weights clients by the ``n`` each reports; ACC is a plain mean over clients,
 so every client reports ``n = 1`` for val and test (the split sizes are in ``size``).
+``spread`` is the share of a split's rows whose prediction differs from the client's most
+common one (0: the personal model predicts one class for all; ``benchmark/guard.py``).
 Local training is mini-batch (Table 5: batch 128) through the core loop; batches are
 drawn from the training rows only, so no validation or test row ever enters a loss. A
 client that holds a subgraph (the ``amfl_graph`` sources) passes its edges to the model:
@@ -22,9 +24,9 @@ from torch import Tensor, nn
 
 from benchmark.amfl.client import AMFLClientData
 from benchmark.amfl.model import logits_at
-from benchmark.metrics import accuracy
+from benchmark.metrics import accuracy, prediction_spread
 from benchmark.registry import TASKS
-from benchmark.tasks.base import SPLITS, Task
+from benchmark.tasks.base import SPLITS, SPREAD, Task
 from benchmark.training import shuffled_batches
 
 
@@ -66,6 +68,7 @@ class AMFLClassification(Task):
         out: dict[str, dict[str, float]] = {}
         for split in SPLITS:
             mask = getattr(client, f"{split}_mask")
-            out[split] = {"accuracy": accuracy(pred[mask].cpu(), client.y[mask].cpu()), "n": 1.0,
+            p = pred[mask].cpu()
+            out[split] = {"accuracy": accuracy(p, client.y[mask].cpu()), SPREAD: prediction_spread(p), "n": 1.0,
                           "size": float(mask.sum())}
         return out

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from benchmark.federation import ClientData
-from benchmark.metrics import accuracy, class_counts, macro_f1, pooled_macro_f1
+from benchmark.metrics import accuracy, class_counts, macro_f1, pooled_macro_f1, prediction_spread
 from benchmark.registry import TASKS
 from benchmark.tasks.base import SPLITS, SPREAD, Task
 
@@ -72,10 +72,3 @@ class NodeClassification(Task):
         logits = model(client)
         model.train(was_training)
         return self.scores_from_logits(logits, client)
-
-
-def prediction_spread(pred: Tensor) -> float:
-    """Share of predictions that differ from the most common one (0: one class for all; NaN: none)."""
-    if pred.numel() == 0:
-        return float("nan")
-    return float(1.0 - torch.bincount(pred).max().item() / pred.numel())
