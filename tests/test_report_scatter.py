@@ -64,6 +64,29 @@ def test_score_vs_cost_writes_png_and_pdf_and_is_a_plot_kind(tmp_path: Path):
                       out_stem=tmp_path / "bad", log_x=True)
 
 
+def test_reference_rows_are_lines_not_points(tmp_path: Path, monkeypatch):
+    """Chance costs nothing, so on a log axis it could not be a point: every reference is a
+    horizontal line at its mean score, and the methods' points are what ``point_means`` gives
+    without them."""
+    import benchmark.report.scatter_figure as sf
+
+    recs = [record(a, s, 0.3 + 0.1 * i, 1.0 + i) for i, a in enumerate(("fedavg", "fedmpo")) for s in range(2)]
+    recs += [record("chance", s, 0.2, 0.0) for s in range(2)] + [record("linear", s, 0.45, 0.01) for s in range(2)]
+    drawn: list[float] = []
+    real = sf.Figure.add_subplot
+
+    def spy(self, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        ax = real(self, *a, **k)
+        original = ax.axhline
+        ax.axhline = lambda y, **kw: (drawn.append(y), original(y, **kw))[1]
+        return ax
+
+    monkeypatch.setattr(sf.Figure, "add_subplot", spy)
+    png, _ = score_vs_cost(recs, "seconds_per_round", "accuracy", out_stem=tmp_path / "eff", log_x=True)
+    assert png.exists() and sorted(drawn) == pytest.approx([0.2, 0.45])
+    assert point_means(recs[:4], "seconds_per_round", "accuracy")["algorithm.name"].tolist() == ["fedavg", "fedmpo"]
+
+
 def test_efficiency_suite_draws_its_score_vs_cost_figures_from_the_committed_store(tmp_path: Path):
     from benchmark.cli import write_suite_plots
     from tests.small_results import load_small

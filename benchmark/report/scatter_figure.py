@@ -5,7 +5,9 @@ when it sits up and to the left. Each point is the mean over seeds of both quant
 the seed std as whiskers on both axes and the method's name beside it. Either axis takes a
 ``test/*`` metric or a record field that tables know (``seconds_per_round``,
 ``bytes_per_round``, ``peak_memory_mb``...), in its own units; ``log_x`` for costs that span
-orders of magnitude.
+orders of magnitude. Reference rows (chance, the linear model, the centralized GNN) are not
+methods whose cost is comparable (chance costs nothing, the linear model is fitted once):
+each is a dotted horizontal line at its mean score, named at the right edge.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from benchmark.record import Record
+from benchmark.record import Record, as_records
 from benchmark.errors import ConfigError, DataError
 from benchmark.report.plot_common import (
     _hue_order,
@@ -30,6 +32,8 @@ from benchmark.report.plot_common import (
     series_palette,
 )
 from benchmark.report.records import aggregate, select_records, value_key
+from benchmark.report.flags import REFERENCE_ALGORITHMS
+from benchmark.report.reference_rows import reference_name
 from benchmark.report.tables import metric_label, with_record_metrics
 
 
@@ -92,8 +96,12 @@ def score_vs_cost(
 ) -> list[Path]:
     """A labelled point per ``hue`` value at (mean ``x``, mean ``y``) with seed-std whiskers;
     the ``highlight`` values drawn larger; write ``<out_stem>.png`` and ``.pdf``."""
-    table = point_means(records, x, y, hue=hue, filters=filters, hue_order=hue_order,
-                        what=f"score vs cost ({y} against {x})")
+    what = f"score vs cost ({y} against {x})"
+    recs = as_records(records)
+    methods = [r for r in recs if reference_name(r) is None]
+    references = [r for r in recs if reference_name(r) is not None]
+    table = point_means(methods, x, y, hue=hue, filters=filters, hue_order=hue_order, what=what)
+    lines = point_means(references, x, y, hue=hue, filters=filters, what=what) if references else None
     if log_x and (table["x"] <= 0).any():
         raise DataError(f"score vs cost: log_x needs positive {x}, and some mean is <= 0")
     marked = {value_key(v) for v in highlight or []}
@@ -108,6 +116,11 @@ def score_vs_cost(
         ax.annotate(_hue_text(row[hue], hue_labels), (row["x"], row["y"]), textcoords="offset points",
                     xytext=(5, 4 + 9 * lift[j]), fontsize=7, fontweight="bold" if big else "normal",
                     color=palette[j] if lift[j] else "black")
+    for _, row in (lines.iterrows() if lines is not None else ()):
+        ax.axhline(row["y"], color="0.45", linestyle=":", linewidth=0.9)
+        name = REFERENCE_ALGORITHMS.get(str(row[hue]), _hue_text(row[hue], hue_labels))
+        ax.annotate(name, (1.0, row["y"]), xycoords=("axes fraction", "data"),
+                    xytext=(-3, 2), textcoords="offset points", ha="right", fontsize=6.5, color="0.3")
     if log_x:
         ax.set_xscale("log")
     ax.set_xlabel(x_label or metric_label(x))
