@@ -325,8 +325,8 @@ def test_fedmgs_table2_node_classification(fedmgs_table2):
 
 
 def test_efficiency_isolated_cells_and_cost_order():
-    """One fresh process per cell; FedMVP and FedMPO are the two slowest per round (measured on a
-    shared 2-core machine, so the order of close ones is noise: FedIIH is within 3% of FedMPO),
+    """One fresh process per cell; FedMVP and FedMPO are the two slowest per round (1.74 and
+    1.63 s, one thread, --jobs 1 on an otherwise idle 2-core machine; FedGCN third at 1.35),
     FedMPO the most and FedProto the least to communicate."""
     _, records, _ = load_small("efficiency")
     assert len({r.worker_pid for r in records}) == len(records)
