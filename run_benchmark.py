@@ -3,7 +3,7 @@
 
 import sys
 
-from benchmark.cli import main
+from fedmm_bench.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

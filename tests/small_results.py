@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from benchmark.cli import write_suite_tables
+from fedmm_bench.cli import write_suite_tables
 from benchmark.config import build_run_config
 from benchmark.results import ResultStore, pending_stores, stale_reasons
 from benchmark.sweep import applicable, latest_records, load_suite, select_cells

@@ -14,7 +14,7 @@ import torch
 from benchmark.amfl import BLOCKS, AMFLNet, ArchSpec, BlockSpec, build_graph
 from benchmark.amfl.client import AMFLClientData
 from benchmark.amfl.graph import FEATURES, vocab_sizes
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.config import build_run_config
 from benchmark.errors import ConfigError
 from benchmark.federation import build_federation

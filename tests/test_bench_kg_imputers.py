@@ -18,7 +18,7 @@ import torch
 from baselines.kg.imputers import AE, ImputerOptions, build_imputer, masked_mse
 from benchmark import bench_kg
 from benchmark.bench_kg import KGSizes, bench_imputers
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.errors import ConfigError
 
 torch.set_num_threads(1)

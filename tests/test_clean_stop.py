@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from benchmark import sweep
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.stopping import Interrupted, stop_on_signals
 
 ROOT = Path(__file__).resolve().parent.parent

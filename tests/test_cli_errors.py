@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmark import registry as R
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.record import Record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,7 +200,7 @@ def test_run_reports_a_non_finite_metric_as_the_failure_it_is_stored_as(tmp_path
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from benchmark import cli
+    from fedmm_bench import cli
 
     def fake(cfg, progress, resume):  # noqa: ANN001, ANN202
         return {"status": "ok", "error": None, "metrics": {"test/accuracy": float("nan")}, "best_round": 0,

@@ -15,7 +15,7 @@ import torch
 
 from baselines.basic.fedavg import FedAvg
 from benchmark import registry as R
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.config import build_run_config
 from benchmark.engine import Engine
 from benchmark.errors import BenchmarkError, ContractError

@@ -68,7 +68,7 @@ def forge_npz(path: Path, shape: tuple[int, ...] = HUGE) -> None:
 
 
 def _one_line_cli_error(argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> str:
-    from benchmark.cli import main
+    from fedmm_bench.cli import main
 
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)

@@ -104,7 +104,7 @@ def test_explicit_root_that_does_not_exist_is_an_error(tmp_path: Path, monkeypat
 
 
 def test_missing_env_root_is_a_cli_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    from benchmark.cli import main
+    from fedmm_bench.cli import main
 
     monkeypatch.setenv(sources.ENV_ROOT, str(tmp_path / "nonexistent"))
     out = tmp_path / "results.jsonl"

@@ -14,7 +14,7 @@ from statistics import mean
 
 import pytest
 
-from benchmark.cli import write_suite_tables
+from fedmm_bench.cli import write_suite_tables
 from benchmark.results import ResultStore
 from benchmark.sweep import latest_records, load_suite
 

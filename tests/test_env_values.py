@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from benchmark import claims
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.errors import BenchmarkError, ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from markdown_tables import table_widths
 
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.report.fidelity import tau_text
 from benchmark.report.fidelity_summary import (FINDINGS_BEGIN, FINDINGS_END, FINDINGS_PAGE, collect_fidelity,
                                                describe, findings_block, findings_table, render_page,

@@ -22,7 +22,7 @@ pytest.importorskip("ray")
 
 from benchmark.backends.flower_app import FlowerChannel, make_client_app  # noqa: E402
 from benchmark.backends.flower_codec import PAYLOAD_ARRAY, payload_to_record, record_to_payload  # noqa: E402
-from benchmark.cli import main  # noqa: E402
+from fedmm_bench.cli import main  # noqa: E402
 from benchmark.comm import payload_bytes  # noqa: E402
 from benchmark.engine import Engine  # noqa: E402
 from benchmark.errors import ConfigError  # noqa: E402

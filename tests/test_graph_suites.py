@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from benchmark import registry as R
-from benchmark.cli import write_suite_plots, write_suite_tables
+from fedmm_bench.cli import write_suite_plots, write_suite_tables
 from benchmark.config import build_run_config
 from benchmark.errors import ConfigError
 from benchmark.report.plots import heatmap_plot

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.guard import MAX_SLOPE, convergence, count
 from benchmark.record import Record
 

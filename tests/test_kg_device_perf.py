@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmark.bench import kg_harness_setup as harness_setup
+from fedmm_bench.bench import kg_harness_setup as harness_setup
 from benchmark.bench_kg import BareRotatE, KGData, KGSizes, count_ops, harness_step_fn, reference_step_fn
 from benchmark.kge import FilterIndex, KGEModel, evaluate_filtered, kge_loss, make_queries
 from benchmark.kge.losses import sample_negatives

@@ -212,7 +212,7 @@ def test_html_sorts_and_filters_in_headless_chromium(board: Any, tmp_path: Path)
 
 
 def test_cli_leaderboard_verb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from benchmark.cli import main
+    from fedmm_bench.cli import main
 
     _write_results(tmp_path / "results")
     rc = main(["leaderboard", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "t"), "--no-plots"])

@@ -286,7 +286,7 @@ def test_damaged_files_are_data_errors_naming_the_file(loader: str, verify: bool
 
 def test_truncated_interactions_through_the_cli_is_one_line_exit_2(tmp_path: Path, monkeypatch, capsys) -> None:
     """The issue's probe: a truncated trn_interactions.npz with verify=false used to raise zipfile.BadZipFile."""
-    from benchmark.cli import main
+    from fedmm_bench.cli import main
 
     data = tmp_path / "data"
     write_tiktok(data / "tiktok", TT_USERS, TT_ITEMS, (4, 6))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from benchmark.cli import write_suite_plots, write_suite_tables
+from fedmm_bench.cli import write_suite_plots, write_suite_tables
 from benchmark.config import build_run_config
 from benchmark.errors import ConfigError
 from benchmark.report.kg_stats import run_stats_suite

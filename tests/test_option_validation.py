@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmark import engine
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.config import _check_type, load_config
 from benchmark.errors import ConfigError
 from benchmark.options import CONSTRAINT_KEYS, NUMERIC_KEYS, base_types, check_option, element_type, is_numeric

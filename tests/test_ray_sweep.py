@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.results import ResultStore
 from benchmark.sweep import Suite, cell_resources

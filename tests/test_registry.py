@@ -3,7 +3,7 @@
 import pytest
 
 from benchmark import registry as R
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.errors import ConfigError
 from benchmark.registry import Registry
 
@@ -95,7 +95,7 @@ def test_a_second_listed_registry_of_one_kind_is_an_error():
 _EVERY_REGISTRY = """
 import contextlib, gc, io, json
 from benchmark import registry as R
-from benchmark.cli import main
+from fedmm_bench.cli import main
 R.load_plugins()
 regs = [r for r in gc.get_objects() if isinstance(r, R.Registry)]
 out = io.StringIO()

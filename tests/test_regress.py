@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.regress import (Comparison, MetricRule, RegressSpec, cell_label, compare, coverage, parse_spec,
                                provenance_drift, regress_plan, spec_for, summarize, verdict)
 from benchmark.sweep import load_suite

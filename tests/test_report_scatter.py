@@ -88,7 +88,7 @@ def test_reference_rows_are_lines_not_points(tmp_path: Path, monkeypatch):
 
 
 def test_efficiency_suite_draws_its_score_vs_cost_figures_from_the_committed_store(tmp_path: Path):
-    from benchmark.cli import write_suite_plots
+    from fedmm_bench.cli import write_suite_plots
     from tests.small_results import load_small
 
     suite, records, _ = load_small("efficiency")

@@ -68,7 +68,7 @@ def test_cost_fields_are_table_metrics(tmp_path: Path):
 
 
 def test_plot_verb_draws_the_cost_breakdown_of_an_amfl_store(tmp_path, monkeypatch, capsys):
-    from benchmark.cli import main
+    from fedmm_bench.cli import main
 
     monkeypatch.chdir(tmp_path)
     suite = tmp_path / "mini_cost.yaml"

@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.config import RunConfig, load_config, load_yaml, parse_override
 from benchmark.errors import BenchmarkError, ConfigError
 import benchmark.safe_yaml as safe_yaml

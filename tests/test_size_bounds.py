@@ -13,7 +13,7 @@ from unittest import mock
 import pytest
 
 from benchmark import engine
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.config import check_output_dir, load_config
 from benchmark.errors import ConfigError
 from benchmark.options import base_types, element_type

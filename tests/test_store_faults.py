@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.errors import BenchmarkError
 from benchmark.results import ResultStore, StoreError, encode_record, ensure_writable, record_problem
 from benchmark.sweep import latest_records
@@ -184,7 +184,7 @@ def test_a_full_disk_leaves_the_store_whole(tmp_path, monkeypatch, capsys, mode)
 
 def test_a_full_disk_is_one_line_and_exit_2_from_the_cli(tmp_path, monkeypatch, capsys):
     """`run --out` on a full disk: the engine's record cannot be stored, and the CLI says so."""
-    from benchmark import cli
+    from fedmm_bench import cli
 
     out = tmp_path / "runs.jsonl"
     ResultStore(out).append(GOOD)

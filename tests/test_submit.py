@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmark import registry as R
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.submit import Submission, SubmissionRejected, check_contract, load_submission, withdraw
 
 ROOT = Path(__file__).resolve().parent.parent

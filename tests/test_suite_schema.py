@@ -14,7 +14,7 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.sweep import MAX_CELLS, SCALES, SUITE_KEYS, SUITES_DIR, load_suite, select_cells
 

@@ -153,7 +153,7 @@ def test_eta_is_mean_cell_time_times_remaining_over_jobs():
 def test_control_subgrid_keeps_the_other_cells_ids_and_stays_out_of_figures(tmp_path):
     """Adding a control sub-grid to a suite leaves every existing cell's id alone (a sweep only
     runs the new cells), and the figures drop the control runs while the table brackets them."""
-    from benchmark.cli import write_suite_plots, write_suite_tables
+    from fedmm_bench.cli import write_suite_plots, write_suite_tables
 
     plain = load_suite(str(_write_suite(tmp_path)))
     grids = [SUITE["grid"], {"algorithm.name": ["fedavg"], "missing.rate": [0.3], "missing.content": ["shuffle"]}]

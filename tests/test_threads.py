@@ -62,7 +62,7 @@ def test_the_run_verb_uses_the_sweep_count_and_records_it(monkeypatch, tmp_path,
 
     import torch
 
-    from benchmark.cli import main
+    from fedmm_bench.cli import main
 
     monkeypatch.setenv("FEDMM_THREADS", env)
     before = torch.get_num_threads()

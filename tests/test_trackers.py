@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from benchmark import registry as R
-from benchmark.cli import main
+from fedmm_bench.cli import main
 from benchmark.config import RunConfig, build_run_config, load_config
 from benchmark.engine import Engine
 from benchmark.errors import ConfigError

@@ -6,8 +6,8 @@ overhead. Medians over rounds; round 0 (warm-up) excluded when there are more ro
 The reference loop also runs with ``torch.use_deterministic_algorithms`` on and off: the
 cost of ``train.deterministic`` (about nothing on the CPU; deterministic CUDA kernels, such
 as sorted scatter-adds, can be slower). The KG track has its own bench: ``benchmark.bench_kg``
-measures, and ``run_bench_kg`` here loads the data and builds the engine's client for it (a
-verb module may reach the data and algorithm layers; the core modules may not).
+measures, and ``run_bench_kg`` here loads the data and builds the engine's client for it
+(``fedmm_bench`` sits above the data and algorithm layers; the core may import neither).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from benchmark.cost import synchronize
 from benchmark.engine import Engine
 from benchmark.seeding import seed_globals
 from benchmark.memory import PeakMemory
+from benchmark.record import Record
 
 
 def _reference_fedavg(engine: Engine, rounds: int) -> tuple[list[float], float]:
@@ -88,21 +89,21 @@ def bench_fedavg(num_nodes: int = 20000, num_clients: int = 10, rounds: int = 5,
     else:
         det_on, det_off = (_median(ref_times), _median(flipped)) if was_det else (_median(flipped), _median(ref_times))
         det_line, det_ratio = f"{det_on:.3f} vs {det_off:.3f} s / round ({det_on / det_off:.2f}x)", det_on / det_off
-    record = engine.run(resume=False)
-    ours = _median(record["curves"]["seconds"])
+    record = Record.from_dict(engine.run(resume=False))
+    ours = _median(record.curves["seconds"])
     ref = _median(ref_times)
     rows = [
-        ["FedAvg-Zero (harness: engine + ledger + audit)", f"{ours:.3f}", f"{record['peak_memory_mb']:.0f}"],
+        ["FedAvg-Zero (harness: engine + ledger + audit)", f"{ours:.3f}", f"{record.peak_memory_mb:.0f}"],
         ["FedAvg reference (bare PyTorch loop)", f"{ref:.3f}", f"{ref_mem:.0f}"],
-        ["ratio harness / reference", f"{ours / ref:.2f}x", f"{record['peak_memory_mb'] / ref_mem:.2f}x"],
+        ["ratio harness / reference", f"{ours / ref:.2f}x", f"{record.peak_memory_mb / ref_mem:.2f}x"],
     ]
     print(f"bench: synthetic graph {num_nodes} nodes, {num_clients} clients, hidden {cfg.model.hidden}, "
           f"{cfg.train.local_epochs} local epochs, device {engine.device}, torch threads {torch.get_num_threads()}; "
           f"artifact build {build_s:.1f}s; median of {max(rounds - 1, 1)} rounds")
     print(tabulate(rows, headers=["run", "s / round (median)", "peak memory (MiB)"], tablefmt="github"))
     print(f"train.deterministic cost (reference loop, torch.use_deterministic_algorithms on vs off): {det_line}")
-    return {"seconds_per_round": ours, "reference_seconds_per_round": ref, "peak_memory_mb": record["peak_memory_mb"],
-            "reference_peak_memory_mb": ref_mem, "bytes_per_round": record["bytes_per_round"],
+    return {"seconds_per_round": ours, "reference_seconds_per_round": ref, "peak_memory_mb": record.peak_memory_mb,
+            "reference_peak_memory_mb": ref_mem, "bytes_per_round": record.bytes_per_round,
             "deterministic_time_ratio": det_ratio}
 
 

@@ -306,7 +306,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
         torch.set_num_threads(a.threads)
     apply_matmul_precision(a.matmul_precision)
     if a.target == "kg":
-        from benchmark.bench import run_bench_kg
+        from fedmm_bench.bench import run_bench_kg
         from benchmark.bench_kg import KGSizes
 
         if min(a.dim, a.batch, a.negatives, a.timed, a.block) < 1 or a.warmup < 0 or a.eval_limit < 0:
@@ -322,7 +322,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
         run_bench_kg(a.device, KGSizes(dim=a.dim, batch=a.batch, negatives=a.negatives, timed=a.timed, warmup=a.warmup,
                                    eval_limit=a.eval_limit, block=a.block), root=a.data_root)
         return 0
-    from benchmark.bench import bench_fedavg
+    from fedmm_bench.bench import bench_fedavg
 
     bench_fedavg(num_nodes=a.nodes, num_clients=a.clients, rounds=a.rounds, device=a.device)
     return 0
