@@ -260,6 +260,7 @@ KEYBOARD_PROBE = """
              initialSort: th.getAttribute("aria-sort")};
   th.focus();
   res.focused = document.activeElement === th;
+  res.focusVisible = th.matches(":focus-visible");
   res.outline = getComputedStyle(th).outlineStyle;
   res.enterTaken = press(th, "Enter");
   res.asc = column(table, "test/accuracy"); res.ascState = th.getAttribute("aria-sort");
@@ -281,9 +282,14 @@ KEYBOARD_PROBE = """
                                                    "(apt-get install -y chromium)")
 def test_headers_sort_from_the_keyboard_in_headless_chromium(board: Any, tmp_path: Path) -> None:
     res = _run_in_chromium(board.html, KEYBOARD_PROBE, tmp_path)
+    if not res["focusVisible"]:
+        # Chromium decides by heuristic whether a scripted focus() counts as keyboard focus; on a
+        # loaded machine it has once said no (then the CSS rightly shows no outline): ask again
+        (tmp_path / "again").mkdir()
+        res = _run_in_chromium(board.html, KEYBOARD_PROBE, tmp_path / "again")
     assert res["tabIndex"] == 0 and res["role"] == "columnheader" and res["initialSort"] == "none"
     assert res["focused"], "a header must take keyboard focus"
-    assert res["outline"] != "none", "a focused header must show a focus outline"
+    assert res["focusVisible"] and res["outline"] != "none", "a focused header must show a focus outline"
     asc = [float(v) for v in res["asc"]]
     desc = [float(v) for v in res["desc"]]
     assert res["enterTaken"] and res["ascState"] == "ascending" and asc == sorted(asc)
