@@ -657,10 +657,11 @@ def closing_parallel(gen: Any) -> Iterator[None]:
             gen.close()
 
 
-def done_cells(cells: list[Cell], records: list[Record], retry_failed: bool = False,
-               keep_stale: bool = False) -> set[str]:
-    """Ids of the cells a sweep skips: the latest record is ok (or failed, unless
-    ``retry_failed``) and measures the cell's config as it is now (unless ``keep_stale``)."""
+def current_cells(cells: list[Cell], records: list[Record], retry_failed: bool = False,
+                  keep_stale: bool = False) -> tuple[set[str], dict[str, int]]:
+    """Ids of the cells whose latest record is ok (or failed, unless ``retry_failed``) and
+    measures the cell's config as it is now (unless ``keep_stale``), and the count of stale
+    cells per first reason. What a sweep skips, and what ``check`` reports as current."""
     latest = {r.cell_id: r for r in latest_records(records, {c.cell_id for c in cells})}
     done: set[str] = set()
     stale: dict[str, int] = {}
@@ -673,6 +674,14 @@ def done_cells(cells: list[Cell], records: list[Record], retry_failed: bool = Fa
             stale[reasons[0]] = stale.get(reasons[0], 0) + 1
             continue
         done.add(c.cell_id)
+    return done, stale
+
+
+def done_cells(cells: list[Cell], records: list[Record], retry_failed: bool = False,
+               keep_stale: bool = False) -> set[str]:
+    """Ids of the cells a sweep skips (:func:`current_cells`), saying how many it runs again."""
+    done, stale = current_cells(cells, records, retry_failed, keep_stale)
+    latest = {r.cell_id: r for r in latest_records(records, done)}
     if stale:
         log.warning("%d stored cells are stale and run again (%s); --keep-stale keeps them",
                     sum(stale.values()), "; ".join(f"{n} x {why}" for why, n in sorted(stale.items())))

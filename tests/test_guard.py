@@ -74,6 +74,26 @@ def test_check_prints_the_guards_counts_for_a_committed_store(capsys):
     assert cells[2:6] == [str(expected.cells), str(expected.failed), str(expected.judged), str(expected.converged)]
 
 
+def test_check_counts_the_cells_a_re_run_has_made_current(tmp_path, capsys):
+    """`check` says how far a re-run in slices has come: a record made under another config is
+    not current (the sweep runs its cell again), a cell with no record is not either."""
+    import json
+    from pathlib import Path
+
+    newest = {}
+    for line in Path("results/demo/small.jsonl").read_text().splitlines():
+        newest[json.loads(line)["cell_id"]] = json.loads(line)  # the store is append-only: the last one counts
+    kept = [r for r in newest.values() if r["algorithm"]["name"] == "fedavg"][:2]
+    kept[0]["config"]["train"]["lr"] *= 2  # made under another learning rate
+    lines = [json.dumps(r) for r in newest.values() if r["cell_id"] != kept[1]["cell_id"]]  # one cell never run
+    store = tmp_path / "demo" / "small.jsonl"
+    store.parent.mkdir()
+    store.write_text("\n".join(lines) + "\n")
+    assert main(["check", "demo", "--scale", "small", "--results", str(tmp_path), "--show", "0"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| demo"))
+    assert row.strip("|").split("|")[-1].strip() == "52 of 54"
+
+
 def test_check_without_records_is_one_line(tmp_path, capsys):
     assert main(["check", "demo", "--results", str(tmp_path)]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1

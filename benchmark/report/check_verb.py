@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from tabulate import tabulate
 
@@ -17,7 +18,18 @@ from benchmark.errors import BenchmarkError
 from benchmark.guard import GuardCounts, count
 
 
-def _rows(results: str, suites: list[str], scale: str | None) -> list[tuple[str, str, GuardCounts]]:
+def _current(suite: Any, scale: str, results: str) -> tuple[int, int]:
+    """(cells whose newest record measures the suite as it is now, cells the suite runs at
+    ``scale``): how far a re-run in slices has come; the sweep runs the difference."""
+    from benchmark.results import ResultStore
+    from benchmark.sweep import applicable, current_cells
+
+    cells = [c for c in suite.cells(scale, validate=False) if applicable(c)]
+    done, _ = current_cells(cells, ResultStore(suite.results_path(results, scale)).read())
+    return len(done), len(cells)
+
+
+def _rows(results: str, suites: list[str], scale: str | None) -> list[tuple[str, str, GuardCounts, tuple[int, int]]]:
     from benchmark.report.suite_tables import suite_records
     from benchmark.sweep import load_suite
 
@@ -28,7 +40,7 @@ def _rows(results: str, suites: list[str], scale: str | None) -> list[tuple[str,
         for s in scales:
             records = suite_records(suite, s, results)
             if records:
-                out.append((suite.name, s, count(records)))
+                out.append((suite.name, s, count(records), _current(suite, s, results)))
     return out
 
 
@@ -47,13 +59,16 @@ def cmd_check(a: argparse.Namespace) -> int:
         raise BenchmarkError(f"no records for {where} in {a.results}/")
     table = [[name, scale, c.cells, c.failed, c.judged, c.converged,
               "n/a" if not c.judged else f"{c.converged_share:.0%}",
-              f"{len(c.collapsed)} of {c.spread_judged}" if c.spread_judged else "n/a"] for name, scale, c in rows]
-    print(tabulate(table, headers=["suite", "scale", "cells", "failed", "judged", "converged", "share", "collapsed"],
-                   tablefmt="github"))
+              f"{len(c.collapsed)} of {c.spread_judged}" if c.spread_judged else "n/a",
+              f"{now} of {total}"] for name, scale, c, (now, total) in rows]
+    print(tabulate(table, headers=["suite", "scale", "cells", "failed", "judged", "converged", "share", "collapsed",
+                                   "current"], tablefmt="github"))
     print("collapsed: cells whose score spread is below the guard's epsilon, of the cells it can judge: those "
           "whose records carry a spread, and KG records made before it whose hits@1 shows distinct scores "
           "(n/a: none can be judged)")
-    for name, scale, c in rows:
+    print("current: the suite's cells whose newest record measures the suite as it is now (same protocol and "
+          "config); `sweep` runs the others, and the counts above include their older records until it does")
+    for name, scale, c, _ in rows:
         for rec in c.collapsed[: a.show]:
             print(f"  {name}[{scale}] collapsed: {rec.params} seed {rec.seed}")
         for rec, v in c.unconverged[: a.show]:
