@@ -241,18 +241,64 @@ def table6() -> dict[tuple, float]:
 RHOS = (0.3, 0.5, 0.7)
 
 
+METHODS6 = ("fedavg", "fedproto", "fedmvp", "fedmac", "fedlap", "fedgta", "mh_pflid", "pepsy", "fedmgs")
+
+
 def test_table6_fedmgs_flat_over_rho_and_its_margin_over_fedavg_grows(table6):
+    """Re-run under issue 26's conditioning and budgets. Movies stand-in (FB15K-237 typing,
+    client-level missing, 5 Louvain clients): FedMGS is flat over rho (42.4, 42.7, 42.1) while
+    FedAvg-Zero falls from 45.4 to 38.2, so FedMGS's margin over it goes from -3.0 to +3.9."""
     fedmgs = [table6[("movies", r, "keep", "fedmgs")] for r in RHOS]
     assert max(fedmgs) - min(fedmgs) < 0.02, fedmgs
-    assert table6[("movies", 0.3, "keep", "fedmvp")] - table6[("movies", 0.7, "keep", "fedmvp")] > 0.08
+    assert table6[("movies", 0.3, "keep", "fedavg")] - table6[("movies", 0.7, "keep", "fedavg")] > 0.05
     margin = [table6[("movies", r, "keep", "fedmgs")] - table6[("movies", r, "keep", "fedavg")] for r in RHOS]
-    assert margin[-1] > margin[0] + 0.02, margin
+    assert margin[0] < 0 < margin[-1] and margin[-1] > margin[0] + 0.05, margin
 
 
-def test_table6_personalized_methods_lead_node_classification(table6):
+def test_table6_node_classification_below_the_centralized_gnn_and_no_personalized_lead(table6):
+    """On Louvain clients (no label skew) every method is below the centralized GNN at every
+    rho (47.4, 46.2, 46.3), and at rho = 0.3 all nine lie within 3.5 points (42.2-45.4): the
+    personalized methods' lead of the older records (FedProto, MH-pFLID over 4 points above
+    FedMGS) is gone (44.6 and 44.6 against 42.4)."""
     for r in RHOS:
-        for leader in ("fedproto", "mh_pflid"):
-            assert table6[("movies", r, "keep", leader)] > table6[("movies", r, "keep", "fedmgs")] + 0.04, (leader, r)
+        scores = [table6[("movies", r, "keep", a)] for a in METHODS6]
+        assert max(scores) < table6[("movies", r, "keep", "centralized")], r
+    at3 = [table6[("movies", 0.3, "keep", a)] for a in METHODS6]
+    assert max(at3) - min(at3) < 0.035, at3
+    for leader in ("fedproto", "mh_pflid"):
+        assert table6[("movies", 0.3, "keep", leader)] < table6[("movies", 0.3, "keep", "fedmgs")] + 0.04, leader
+
+
+#: the methods of Table 6 that define the paired tasks (FedProto's prototypes need labels;
+#: FedLAP's spectral features would enter both views of a pair)
+PAIRED6 = tuple(a for a in METHODS6 if a not in ("fedproto", "fedlap"))
+
+
+def test_table6_matching_reads_content_and_fedmgs_leads_at_the_lowest_rate(table6):
+    """KU stand-in (TikTok visual-acoustic matching, node-level missing): every method's AUC is
+    above its shuffled-content control at every rho, every control within 4 points of 50
+    (chance), and FedMGS is first at rho = 0.3 (64.3, the next 59.8), level with the linear
+    reference (CCA, 64.3)."""
+    for r in RHOS:
+        for a in PAIRED6:
+            keep, shuffled = table6[("ku", r, "keep", a)], table6[("ku", r, "shuffle", a)]
+            assert keep > shuffled and abs(shuffled - 0.5) < 0.04, (a, r, keep, shuffled)
+    at3 = {a: table6[("ku", 0.3, "keep", a)] for a in PAIRED6}
+    assert max(at3, key=at3.get) == "fedmgs" and at3["fedmgs"] > sorted(at3.values())[-2] + 0.03
+    assert abs(at3["fedmgs"] - table6[("ku", 0.3, "keep", "linear")]) < 0.01
+
+
+def test_table6_fedmgs_first_on_retrieval_at_every_rate(table6):
+    """Toys stand-in (TikTok visual-to-acoustic retrieval, client-level missing): FedMGS is
+    first at every rho (R@5 7.5, 6.3, 4.9), at least a point ahead of the next method (at most
+    3.6) and over 3 points above its shuffled-content control (1.5-1.8), but within a point of
+    the linear reference (CCA: 7.5, 6.8, 4.4)."""
+    for r in RHOS:
+        scores = {a: table6[("toys", r, "keep", a)] for a in PAIRED6}
+        assert max(scores, key=scores.get) == "fedmgs", r
+        assert scores["fedmgs"] > sorted(scores.values())[-2] + 0.01, r
+        assert scores["fedmgs"] > table6[("toys", r, "shuffle", "fedmgs")] + 0.03, r
+        assert abs(scores["fedmgs"] - table6[("toys", r, "keep", "linear")]) < 0.01, r
 
 
 @pytest.fixture(scope="module")
