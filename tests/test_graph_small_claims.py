@@ -99,50 +99,48 @@ def table2() -> dict[tuple, float]:
 RATES = (0.3, 0.4, 0.5, 0.6, 0.7)
 
 
-def test_table2_fedmpo_never_best_fedproto_above_it_at_every_rate(table2):
-    assert all(table2[("fedproto", r, 0.5)] > table2[("fedmpo", r, 0.5)] + 0.05 for r in RATES)
+SHARED2 = ("fedavg", "fedgcn", "fedgraphsage", "fedmvp", "fedmac", "fedlap", "s2fgl", "fedspa", "fedmpo")
 
 
-def test_table2_margin_over_fedavg_narrows_over_fedmvp_grows(table2):
-    """Under client- and node-level missingness FedMPO's lead on FedAvg-Zero narrows as eta
-    rises (19 -> 10 points from 30% to 70%); its lead on FedMVP grows (0 -> 4 points)."""
+def test_table2_personalized_prototype_methods_lead_fedmpo_at_every_rate(table2):
+    """FedProto and FedPub lead FedMPO by over 10 points at every missing rate (FedProto 55.1 ->
+    49.8 against FedMPO 43.5 -> 33.4) and stay above the centralized GNN (44.9 -> 41.9)."""
+    for r in RATES:
+        for leader in ("fedproto", "fedpub"):
+            assert table2[(leader, r, 0.5)] > table2[("fedmpo", r, 0.5)] + 0.10, (leader, r)
+            assert table2[(leader, r, 0.5)] > table2[("centralized", r, 0.5)], (leader, r)
+
+
+def test_table2_fedmpo_is_never_the_first_shared_model_method(table2):
+    """Among the shared-model methods FedMVP is first at 30-50% missing (46.7, 45.0, 42.0) and
+    FedGCN at 60-70% (39.4, 39.0); FedMPO (43.5 -> 33.4) is first in no column, where the paper
+    has it first in every one. FedMVP is above the centralized GNN at 30% (46.7 against 44.9)."""
+    first = [max(SHARED2, key=lambda a: table2[(a, r, 0.5)]) for r in RATES]
+    assert first == ["fedmvp", "fedmvp", "fedmvp", "fedgcn", "fedgcn"], first
+    assert table2[("fedmvp", 0.3, 0.5)] > table2[("centralized", 0.3, 0.5)]
+
+
+def test_table2_fedgcn_is_flat_over_the_missing_rate_the_others_fall(table2):
+    """From 30% to 70% missing FedGCN, which fills a missing modality from its neighbours' mean,
+    loses 2.4 points (41.4 -> 39.0) and ends within 3 points of the centralized GNN (41.9); every
+    other shared-model method loses at least 9.9 (FedMAC 9.9, FedMPO 10.1, FedAvg-Zero 16.7,
+    FedLAP 18.1). FedMPO's lead over FedAvg-Zero grows with the rate (1.7 -> 8.2 points)."""
+    drop = {a: table2[(a, 0.3, 0.5)] - table2[(a, 0.7, 0.5)] for a in SHARED2}
+    assert drop["fedgcn"] < 0.03, drop
+    assert all(drop[a] > 0.09 for a in SHARED2 if a != "fedgcn"), drop
+    assert table2[("centralized", 0.7, 0.5)] - table2[("fedgcn", 0.7, 0.5)] < 0.03
     over_avg = [table2[("fedmpo", r, 0.5)] - table2[("fedavg", r, 0.5)] for r in RATES]
-    assert all(m > 0.08 for m in over_avg) and over_avg[0] > over_avg[-1] + 0.05, over_avg
-    over_mvp = [table2[("fedmpo", r, 0.5)] - table2[("fedmvp", r, 0.5)] for r in RATES]
-    assert over_mvp[-1] > over_mvp[0] + 0.03, over_mvp
-
-
-def test_table2_degradation_from_30_to_70_percent_missing(table2):
-    """From 30% to 70% FedMPO loses less than FedMVP (13.5 against 17.2 points) but more than
-    FedProto, FedGCN and FedAvg-Zero (under 5 points each; FedAvg-Zero starts 19 points lower)."""
-    drop = {a: table2[(a, 0.3, 0.5)] - table2[(a, 0.7, 0.5)] for a in ("fedmpo", "fedavg", "fedmvp", "fedproto", "fedgcn")}
-    assert drop["fedmpo"] < drop["fedmvp"]
-    assert all(drop["fedmpo"] > drop[a] + 0.05 for a in ("fedproto", "fedgcn", "fedavg")), drop
+    assert over_avg[-1] > over_avg[0] + 0.05, over_avg
 
 
 def test_table2_label_skew_helps_personalized_methods_only(table2):
-    """At alpha 0.1 each client sees few classes: personalized models gain, shared ones lose."""
+    """At alpha 0.1 each client sees few classes: the personalized models gain about 29 points
+    over alpha 1.0 (FedProto 49.7 -> 79.9); FedAvg-Zero and FedGCN lose about 10 (42.1 -> 32.0,
+    43.6 -> 33.7). The other shared models spread over seeds at alpha 0.1 (std 6-12 points)."""
     for a in ("fedproto", "fedpub", "fediih"):
         assert table2[(a, 0.3, 0.1)] > table2[(a, 0.3, 1.0)] + 0.2, a
-    for a in ("fedmpo", "fedavg", "fedmvp"):
-        assert table2[(a, 0.3, 0.1)] < table2[(a, 0.3, 1.0)], a
-
-
-def test_table2_fedmpo_first_or_tied_among_global_models_everywhere(table2):
-    """Against the methods that evaluate one shared model (all but FedProto, FedPub, FedIIH),
-    FedMPO is first in at least 5 of the 7 columns and within 0.005 of the first in the others
-    (FedMVP at alpha 1.0, FedGCN at 70% missing)."""
-    personalized = {"fedproto", "fedpub", "fediih"}
-    settings = {(r, a) for (_, r, a) in table2}
-    assert len(settings) == 7
-    first = 0
-    for r, a in settings:
-        rivals = [alg for (alg, rr, aa) in table2 if (rr, aa) == (r, a) and alg not in personalized | {"fedmpo"}]
-        assert len(rivals) == 8
-        best = max(table2[(x, r, a)] for x in rivals)
-        assert table2[("fedmpo", r, a)] > best - 0.005, (r, a)
-        first += table2[("fedmpo", r, a)] > best
-    assert first >= 5, first
+    for a in ("fedavg", "fedgcn"):
+        assert table2[(a, 0.3, 0.1)] < table2[(a, 0.3, 1.0)] - 0.05, a
 
 
 def _with_content(records: list[dict]) -> list[dict]:
