@@ -14,7 +14,7 @@ from statistics import mean
 
 import pytest
 from scipy.stats import kendalltau
-from small_results import assert_complete_and_tables_generated, load_small, mean_metric
+from small_results import PENDING, assert_complete_and_tables_generated, load_small, mean_metric
 
 SUITES = ["fedmbridge_table2", "fedmbridge_table3", "fedmbridge_cost", "fedmbridge_budget", "amfl_graph"]
 SUPERNET = ("amfl_heterofl", "amfl_hyperpfl", "amfl_apfl")
@@ -78,14 +78,20 @@ def test_table3_ablations_go_the_papers_way(table3):
 
 
 def test_table3_base_row_is_table2s_fedmbridge_cell_for_cell():
-    """The same config in two suites gives the same numbers, seed by seed (one thread each)."""
+    """The same config in two suites gives the same numbers, seed by seed (one thread each).
+    While one of the two stores waits for its re-run (results/pending_rerun.json) their
+    records were made under different budgets, and only that may keep them apart."""
     _, t2, _ = load_small("fedmbridge_table2")
     _, t3, _ = load_small("fedmbridge_table3")
-    a = {r.seed: r.metrics for r in t2 if r.params["algorithm.name"] == "fedmbridge"}
-    b = {r.seed: r.metrics for r in t3 if r.params["algorithm.gnn_layers"] == 4
+    a = {r.seed: r for r in t2 if r.params["algorithm.name"] == "fedmbridge"}
+    b = {r.seed: r for r in t3 if r.params["algorithm.gnn_layers"] == 4
          and r.params["algorithm.combine"] == "concat" and r.params["train.client_fraction"] == 0.25
          and r.params["algorithm.kd_beta"] == 0.0}
-    assert a == b and len(a) == 5
+    assert len(a) == len(b) == 5
+    if any(a[s].config["train"] != b[s].config["train"] for s in a):
+        assert {"fedmbridge_table2", "fedmbridge_table3"} & set(PENDING), "budgets differ, neither store pending"
+        pytest.skip("one of the two stores is pending a re-run under another budget")
+    assert {s: r.metrics for s, r in a.items()} == {s: r.metrics for s, r in b.items()}
 
 
 @pytest.fixture(scope="module")
