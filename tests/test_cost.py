@@ -164,6 +164,7 @@ def test_cost_suite_runs_table2s_cells_with_fewer_rounds():
     for scale in ("tiny", "small"):
         ours, theirs = dict(cost.spec["scales"][scale]), dict(table2.spec["scales"][scale])
         assert ours.pop("train.rounds") < theirs.pop("train.rounds")
+        theirs.pop("train.patience", None)  # Table 2 stops early; the cost suite times a fixed 8 rounds
         assert ours == theirs
         cells = cost.cells(scale)  # builds and validates every config
         assert len({c.cell_id for c in cells}) == len(cells) == 7 * 5
