@@ -35,26 +35,26 @@ def table2() -> dict[str, float]:
     return {k[0]: v for k, v in _acc("fedmbridge_table2", "algorithm.name").items()}
 
 
-def test_table2_fedmbridge_is_fifth_above_two_supernet_baselines(table2):
-    """With every layer generated whole (issue 28) FedMBridge reaches 0.677 at 60 rounds, at
-    least 0.60 as issue 28 asks: fifth of seven, above HeteroFL (0.632) and HyperPFL (0.602),
-    below FedDistill* (0.683), Local (0.705), FedGKD* (0.732) and APFL (0.750). The paper has it
-    first; with the chunked decoder it was last (0.387)."""
+def test_table2_fedmbridge_is_fourth_within_two_points_of_the_first(table2):
+    """Run to convergence (up to 400 rounds, patience 100; 33 of 35 cells converged),
+    FedMBridge reaches 0.726, fourth of seven: APFL w/ prune 0.744, FedGKD* 0.735 and HyperPFL
+    w/ prune 0.729 lie within 0.02 above it; Local 0.707, FedDistill* 0.694 and HeteroFL w/
+    mask 0.679 below. At 60 rounds it was fifth (0.677). The paper has it first."""
     order = sorted(table2, key=table2.get, reverse=True)
-    assert order == ["amfl_apfl", "amfl_fedgkd", "amfl_local", "amfl_feddistill", "fedmbridge", "amfl_heterofl",
-                     "amfl_hyperpfl"]
-    assert table2["fedmbridge"] >= 0.60
-    assert table2["fedmbridge"] - table2["amfl_heterofl"] > 0.03 and table2["amfl_local"] - table2["fedmbridge"] > 0.02
+    assert order == ["amfl_apfl", "amfl_fedgkd", "amfl_hyperpfl", "fedmbridge", "amfl_local", "amfl_feddistill",
+                     "amfl_heterofl"]
+    assert table2["fedmbridge"] >= 0.70 and table2["amfl_apfl"] - table2["fedmbridge"] < 0.02
+    assert table2["fedmbridge"] - table2["amfl_heterofl"] > 0.04
 
 
-def test_table2_kendall_tau_against_the_paper_is_slightly_negative(table2):
+def test_table2_kendall_tau_against_the_paper_is_slightly_positive(table2):
     """The paper's Table 2 (Mnist AMF) orders FedMBridge, FedGKD*, HyperPFL, FedDistill*, APFL,
-    HeteroFL, Local; ours: tau -0.14 over the seven means."""
+    HeteroFL, Local; ours: tau 0.24 over the seven means (-0.14 at 60 rounds)."""
     paper = {"amfl_local": 91.83, "amfl_feddistill": 92.33, "amfl_fedgkd": 93.91, "amfl_heterofl": 91.94,
              "amfl_hyperpfl": 92.67, "amfl_apfl": 91.95, "fedmbridge": 95.78}
     methods = sorted(paper)
     tau = kendalltau([paper[a] for a in methods], [table2[a] for a in methods]).statistic
-    assert tau == pytest.approx(-0.14, abs=0.01)
+    assert tau == pytest.approx(0.24, abs=0.01)
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +106,8 @@ def test_graph_extension_puts_the_distillation_methods_first(graph, table2):
     """On both multimodal graphs (TikTok, FB15K-237 typing) the two distillation methods are
     first (FedGKD*, then FedDistill*; on the digits APFL is first). FedMBridge is sixth on
     TikTok (above HyperPFL only) and fourth on FB15K-237, above the three supernet baselines,
-    where all seven lie within 0.045. Kendall tau with Table 2's order of all seven: 0.62 on
-    TikTok, 0.43 on FB15K-237."""
+    where all seven lie within 0.045. Kendall tau with Table 2's order of all seven: 0.05 on
+    both (0.62 and 0.43 against Table 2 at 60 rounds; amfl_graph's own re-run is pending)."""
     methods = sorted(table2)
     for g, scores in graph.items():
         order = sorted(scores, key=scores.get, reverse=True)
@@ -118,7 +118,7 @@ def test_graph_extension_puts_the_distillation_methods_first(graph, table2):
     assert sorted(fb, key=fb.get, reverse=True).index("fedmbridge") == 3
     assert all(fb["fedmbridge"] > fb[a] for a in SUPERNET) and max(fb.values()) - min(fb.values()) < 0.045
     tau = {g: kendalltau([table2[a] for a in methods], [graph[g][a] for a in methods]).statistic for g in graph}
-    assert tau["tiktok"] == pytest.approx(0.62, abs=0.01) and tau["fb15k"] == pytest.approx(0.43, abs=0.01)
+    assert tau["tiktok"] == pytest.approx(0.05, abs=0.01) and tau["fb15k"] == pytest.approx(0.05, abs=0.01)
 
 
 def test_budget_fedmbridge_is_second_at_240_rounds():
@@ -140,12 +140,13 @@ def test_budget_fedmbridge_is_second_at_240_rounds():
     assert 0 < acc[("amfl_apfl", 240)] - acc[("fedmbridge", 240)] < 0.01
 
 
-def test_budget_60_round_cells_are_table2s_seed_by_seed():
-    _, t2, _ = load_small("fedmbridge_table2")
-    _, budget, _ = load_small("fedmbridge_budget")
-    a = {(r.params["algorithm.name"], r.seed): r.metrics for r in t2}
-    b = {(r.params["algorithm.name"], r.seed): r.metrics for r in budget if r.params["train.rounds"] == 60}
-    assert len(b) == 35 and all(a[k] == v for k, v in b.items())
+def test_budget_study_and_table2_agree_at_convergence():
+    """Table 2 run to convergence and the fixed 240-round budget give FedMBridge the same ACC
+    within 0.01 (0.726 and 0.735), both above its 60-round 0.677."""
+    acc = _acc("fedmbridge_budget", "algorithm.name", "train.rounds")
+    t2 = {k[0]: v for k, v in _acc("fedmbridge_table2", "algorithm.name").items()}
+    assert abs(t2["fedmbridge"] - acc[("fedmbridge", 240)]) < 0.01
+    assert t2["fedmbridge"] > acc[("fedmbridge", 60)] + 0.04
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +200,7 @@ def test_findings_page_states_the_stores_numbers(table2):
     quoted = {"fedmbridge": r"Its ACC is ([0-9.]+) ±", "amfl_heterofl": r"HeteroFL w/ mask ([0-9.]+)",
               "amfl_hyperpfl": r"HyperPFL w/ prune ([0-9.]+)", "amfl_apfl": r"APFL w/ prune ([0-9.]+)",
               "amfl_local": r"and Local ([0-9.]+)", "amfl_fedgkd": r"`fedmbridge_table2`; FedGKD\* ([0-9.]+),",
-              "amfl_feddistill": r"FedDistill\* ([0-9.]+)\): fifth"}
+              "amfl_feddistill": r"FedDistill\* ([0-9.]+)\): fourth"}
     for alg, pattern in quoted.items():
         found = re.search(pattern, text)
         assert found and abs(float(found.group(1)) - table2[alg]) <= 0.0005 + 1e-9, alg
