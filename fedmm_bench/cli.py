@@ -218,13 +218,14 @@ def _suite_records(suite_name: str, scale: str | None, results_dir: str) -> tupl
 
 
 def write_suite_tables(suite: Any, records: Sequence[Record | Mapping[str, Any]], scale: str,
-                       out: str) -> list[tuple[str, str]]:
-    """Write every table of a suite; returns (stem, markdown) pairs."""
+                       out: str, pending: bool = False) -> list[tuple[str, str]]:
+    """Write every table of a suite; returns (stem, markdown) pairs. ``pending``: the store
+    awaits a re-run, which each caption then says."""
     from benchmark.report.suite_tables import make_suite_tables
     from benchmark.report.tables import write_table
 
     written = []
-    for table in make_suite_tables(suite, records, scale):
+    for table in make_suite_tables(suite, records, scale, pending):
         write_table(table.output, Path(out), table.stem)
         written.append((table.stem, table.output.markdown))
     return written
@@ -249,8 +250,11 @@ def cmd_table(a: argparse.Namespace) -> int:
     stats_suite = load_suite(a.suite)
     if is_stats_suite(stats_suite):  # cheap to compute: build what the store lacks, then print
         run_stats_suite(stats_suite, a.scale, a.results)
+    from benchmark.results import pending_stores
+
     suite, records, scale = _suite_records(a.suite, a.scale, a.results)
-    for stem, md in write_suite_tables(suite, records, scale, a.out):
+    pending = suite.name in pending_stores(a.results)
+    for stem, md in write_suite_tables(suite, records, scale, a.out, pending):
         print(md)
         print(f"\nwrote {a.out}/{stem}.md and .tex")
     return 0

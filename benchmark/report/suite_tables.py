@@ -52,9 +52,25 @@ def suite_table_specs(suite: Any, scale: str) -> list[SuiteTableSpec]:
     return out
 
 
-def make_suite_tables(suite: Any, records: list[Record], scale: str) -> list[SuiteTable]:
-    """Every table of the suite, rendered from ``records``."""
-    return [SuiteTable(t.stem, make_table(records, t.spec, title=t.title)) for t in suite_table_specs(suite, scale)]
+#: said in the caption of a table whose store is pending a re-run: the suite (and so the
+#: caption's budget or protocol) has moved on, its records have not yet
+PENDING_NOTE = ("Pending re-run (results/pending_rerun.json): these records predate a change to the suite, "
+                "so a setting this caption states may not be theirs; each record's provenance holds its own config.")
+
+
+def make_suite_tables(suite: Any, records: list[Record], scale: str, pending: bool = False) -> list[SuiteTable]:
+    """Every table of the suite, rendered from ``records``; with ``pending`` (the store is listed
+    in ``results/pending_rerun.json``) each caption ends with :data:`PENDING_NOTE`."""
+    specs = suite_table_specs(suite, scale)
+    if pending:
+        specs = [SuiteTableSpec(t.stem, t.title, {**t.spec, "caption": _with_note(t.spec.get("caption"))})
+                 for t in specs]
+    return [SuiteTable(t.stem, make_table(records, t.spec, title=t.title)) for t in specs]
+
+
+def _with_note(caption: Any) -> str:
+    text = str(caption or "").strip()
+    return f"{text.rstrip('.')}. {PENDING_NOTE}" if text else PENDING_NOTE
 
 
 def suite_records(suite: Any, scale: str, results_dir: str | Path) -> list[Record]:
