@@ -17,7 +17,6 @@ from scipy.stats import kendalltau
 from small_results import PENDING, assert_complete_and_tables_generated, load_small, mean_metric
 
 SUITES = ["fedmbridge_table2", "fedmbridge_table3", "fedmbridge_cost", "fedmbridge_budget", "amfl_graph"]
-SUPERNET = ("amfl_heterofl", "amfl_hyperpfl", "amfl_apfl")
 
 
 @pytest.mark.parametrize("name", SUITES)
@@ -103,23 +102,20 @@ def graph() -> dict[str, dict[str, float]]:
     return out
 
 
-def test_graph_extension_puts_the_distillation_methods_first(graph, table2):
-    """On both multimodal graphs (TikTok, FB15K-237 typing) the two distillation methods are
-    first (FedGKD*, then FedDistill*; on the digits APFL is first). FedMBridge is sixth on
-    TikTok (above HyperPFL only) and fourth on FB15K-237, above the three supernet baselines,
-    where all seven lie within 0.045. Kendall tau with Table 2's order of all seven: 0.05 on
-    both (0.62 and 0.43 against Table 2 at 60 rounds; amfl_graph's own re-run is pending)."""
+def test_graph_extension_puts_fedgkd_first_and_moves_fedmbridge_by_graph(graph, table2):
+    """At convergence (up to 400 rounds, patience 100; 69 of 70 cells converged), on both
+    multimodal graphs FedGKD* is first (on the digits APFL is). On TikTok FedMBridge is second
+    (0.582, above FedDistill* 0.577) and HyperPFL last; on FB15K-237 typing the two distillation
+    methods lead and FedMBridge is sixth (0.445), above HeteroFL only, all seven within 0.06.
+    Kendall tau with Table 2's order of all seven: 0.05 on TikTok, 0.14 on FB15K-237."""
     methods = sorted(table2)
-    for g, scores in graph.items():
-        order = sorted(scores, key=scores.get, reverse=True)
-        assert order[:2] == ["amfl_fedgkd", "amfl_feddistill"], g
-    tik = sorted(graph["tiktok"], key=graph["tiktok"].get, reverse=True)
-    assert tik[-2:] == ["fedmbridge", "amfl_hyperpfl"]
-    fb = graph["fb15k"]
-    assert sorted(fb, key=fb.get, reverse=True).index("fedmbridge") == 3
-    assert all(fb["fedmbridge"] > fb[a] for a in SUPERNET) and max(fb.values()) - min(fb.values()) < 0.045
+    order = {g: sorted(scores, key=scores.get, reverse=True) for g, scores in graph.items()}
+    assert order["tiktok"][:2] == ["amfl_fedgkd", "fedmbridge"] and order["tiktok"][-1] == "amfl_hyperpfl"
+    assert order["fb15k"][:2] == ["amfl_fedgkd", "amfl_feddistill"]
+    assert order["fb15k"][-2:] == ["fedmbridge", "amfl_heterofl"]
+    assert max(graph["fb15k"].values()) - min(graph["fb15k"].values()) < 0.06
     tau = {g: kendalltau([table2[a] for a in methods], [graph[g][a] for a in methods]).statistic for g in graph}
-    assert tau["tiktok"] == pytest.approx(0.05, abs=0.01) and tau["fb15k"] == pytest.approx(0.05, abs=0.01)
+    assert tau["tiktok"] == pytest.approx(0.05, abs=0.01) and tau["fb15k"] == pytest.approx(0.14, abs=0.01)
 
 
 def test_budget_fedmbridge_is_second_at_240_rounds():
