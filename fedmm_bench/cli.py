@@ -245,16 +245,14 @@ def write_suite_plots(suite: Any, records: Sequence[Record | Mapping[str, Any]],
 
 def cmd_table(a: argparse.Namespace) -> int:
     from benchmark.report.kg_stats import is_stats_suite, run_stats_suite
+    from benchmark.report.suite_tables import is_pending
     from benchmark.sweep import load_suite
 
     stats_suite = load_suite(a.suite)
     if is_stats_suite(stats_suite):  # cheap to compute: build what the store lacks, then print
         run_stats_suite(stats_suite, a.scale, a.results)
-    from benchmark.results import pending_stores
-
     suite, records, scale = _suite_records(a.suite, a.scale, a.results)
-    pending = suite.name in pending_stores(a.results)
-    for stem, md in write_suite_tables(suite, records, scale, a.out, pending):
+    for stem, md in write_suite_tables(suite, records, scale, a.out, is_pending(suite, a.results)):
         print(md)
         print(f"\nwrote {a.out}/{stem}.md and .tex")
     return 0

@@ -121,13 +121,12 @@ def test_no_name_changes_the_shape_of_a_table(name):
 @pytest.mark.parametrize("suite", ["fedmgs_table4", "fedmpo_ablation", "fedmbridge_table3"])
 def test_committed_tables_are_what_the_escaping_generates(suite, tmp_path):
     """These captions hold '->', 'S^c' or '{...}', which now print as written."""
-    from benchmark.report.suite_tables import make_suite_tables, suite_records
-    from benchmark.results import pending_stores
+    from benchmark.report.suite_tables import is_pending, make_suite_tables, suite_records
     from benchmark.sweep import load_suite
 
     loaded = load_suite(suite)
-    pending = suite in pending_stores(ROOT / "results")
-    for table in make_suite_tables(loaded, suite_records(loaded, "small", ROOT / "results"), "small", pending):
+    records = suite_records(loaded, "small", ROOT / "results")
+    for table in make_suite_tables(loaded, records, "small", is_pending(loaded, ROOT / "results")):
         write_table(table.output, tmp_path, table.stem)
         for ext in ("tex", "md"):
             assert (ROOT / "tables" / f"{table.stem}.{ext}").read_text() == \

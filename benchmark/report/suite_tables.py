@@ -5,7 +5,7 @@ another page come from the same spec and the same records."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +63,7 @@ def make_suite_tables(suite: Any, records: list[Record], scale: str, pending: bo
     in ``results/pending_rerun.json``) each caption ends with :data:`PENDING_NOTE`."""
     specs = suite_table_specs(suite, scale)
     if pending:
-        specs = [SuiteTableSpec(t.stem, t.title, {**t.spec, "caption": _with_note(t.spec.get("caption"))})
-                 for t in specs]
+        specs = [replace(t, spec={**t.spec, "caption": _with_note(t.spec.get("caption"))}) for t in specs]
     return [SuiteTable(t.stem, make_table(records, t.spec, title=t.title)) for t in specs]
 
 
@@ -73,11 +72,19 @@ def _with_note(caption: Any) -> str:
     return f"{text.rstrip('.')}. {PENDING_NOTE}" if text else PENDING_NOTE
 
 
+def is_pending(suite: Any, results_dir: str | Path) -> bool:
+    """Whether ``results/pending_rerun.json`` lists the suite's store (keyed by suite name, as
+    the file is): its records then predate the suite, and its tables say so."""
+    from benchmark.results import pending_stores
+
+    return suite.name in pending_stores(results_dir)
+
+
 def suite_records(suite: Any, scale: str, results_dir: str | Path) -> list[Record]:
     """The newest record of each of the suite's cells at ``scale`` in ``results_dir`` (none when
     the store does not exist); of each cell the store holds while the store is pending a re-run
     (``results/pending_rerun.json``): until the re-run lands it reports what it was made from."""
-    from benchmark.results import ResultStore, pending_stores
+    from benchmark.results import ResultStore
 
-    ids = None if suite.name in pending_stores(results_dir) else {c.cell_id for c in suite.cells(scale)}
+    ids = None if is_pending(suite, results_dir) else {c.cell_id for c in suite.cells(scale)}
     return latest_records(ResultStore(suite.results_path(results_dir, scale)).read(), ids)
