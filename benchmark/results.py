@@ -214,6 +214,8 @@ def provenance(cfg: RunConfig, artifact_hash: str, artifact_recipe: str, device:
 
 #: stores being re-run after a protocol or suite change: ``{"stores": {suite: why}}``
 PENDING_FILE = "pending_rerun.json"
+#: the scale whose store (``results/<suite>/small.jsonl``) a suite name in that file means
+PENDING_SCALE = "small"
 
 
 def pending_stores(results_dir: str | Path) -> dict[str, str]:

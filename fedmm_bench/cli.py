@@ -252,7 +252,7 @@ def cmd_table(a: argparse.Namespace) -> int:
     if is_stats_suite(stats_suite):  # cheap to compute: build what the store lacks, then print
         run_stats_suite(stats_suite, a.scale, a.results)
     suite, records, scale = _suite_records(a.suite, a.scale, a.results)
-    for stem, md in write_suite_tables(suite, records, scale, a.out, is_pending(suite, a.results)):
+    for stem, md in write_suite_tables(suite, records, scale, a.out, is_pending(suite, scale, a.results)):
         print(md)
         print(f"\nwrote {a.out}/{stem}.md and .tex")
     return 0

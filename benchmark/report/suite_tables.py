@@ -72,12 +72,13 @@ def _with_note(caption: Any) -> str:
     return f"{text.rstrip('.')}. {PENDING_NOTE}" if text else PENDING_NOTE
 
 
-def is_pending(suite: Any, results_dir: str | Path) -> bool:
-    """Whether ``results/pending_rerun.json`` lists the suite's store (keyed by suite name, as
-    the file is): its records then predate the suite, and its tables say so."""
-    from benchmark.results import pending_stores
+def is_pending(suite: Any, scale: str, results_dir: str | Path) -> bool:
+    """Whether ``results/pending_rerun.json`` lists the suite's store at ``scale``: its records
+    then predate the suite, and its tables say so. The file names suites and means their
+    small-scale stores (the ones re-run in slices), so another scale is never pending."""
+    from benchmark.results import PENDING_SCALE, pending_stores
 
-    return suite.name in pending_stores(results_dir)
+    return scale == PENDING_SCALE and suite.name in pending_stores(results_dir)
 
 
 def suite_records(suite: Any, scale: str, results_dir: str | Path) -> list[Record]:
@@ -86,5 +87,5 @@ def suite_records(suite: Any, scale: str, results_dir: str | Path) -> list[Recor
     (``results/pending_rerun.json``): until the re-run lands it reports what it was made from."""
     from benchmark.results import ResultStore
 
-    ids = None if is_pending(suite, results_dir) else {c.cell_id for c in suite.cells(scale)}
+    ids = None if is_pending(suite, scale, results_dir) else {c.cell_id for c in suite.cells(scale)}
     return latest_records(ResultStore(suite.results_path(results_dir, scale)).read(), ids)
