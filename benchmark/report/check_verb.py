@@ -16,21 +16,22 @@ from tabulate import tabulate
 
 from benchmark.errors import BenchmarkError
 from benchmark.guard import GuardCounts, count
+from benchmark.record import Record
 
 
-def _current(suite: Any, scale: str, results: str) -> tuple[int, int]:
-    """(cells whose newest record measures the suite as it is now, cells the suite runs at
-    ``scale``): how far a re-run in slices has come; the sweep runs the difference."""
-    from benchmark.results import ResultStore
+def _current(suite: Any, scale: str, stored: list[Record]) -> tuple[int, int]:
+    """(cells whose newest record in ``stored`` measures the suite as it is now, cells the suite
+    runs at ``scale``): how far a re-run in slices has come; the sweep runs the difference."""
     from benchmark.sweep import applicable, current_cells
 
     cells = [c for c in suite.cells(scale, validate=False) if applicable(c)]
-    done, _ = current_cells(cells, ResultStore(suite.results_path(results, scale)).read())
+    done, _ = current_cells(cells, stored)
     return len(done), len(cells)
 
 
 def _rows(results: str, suites: list[str], scale: str | None) -> list[tuple[str, str, GuardCounts, tuple[int, int]]]:
     from benchmark.report.suite_tables import suite_records
+    from benchmark.results import ResultStore
     from benchmark.sweep import load_suite
 
     out = []
@@ -38,9 +39,10 @@ def _rows(results: str, suites: list[str], scale: str | None) -> list[tuple[str,
         suite = load_suite(name)
         scales = [scale] if scale else sorted(p.stem for p in Path(results, suite.name).glob("*.jsonl"))
         for s in scales:
-            records = suite_records(suite, s, results)
+            stored = ResultStore(suite.results_path(results, s)).read()  # once: a KG store is large
+            records = suite_records(suite, s, results, stored)
             if records:
-                out.append((suite.name, s, count(records), _current(suite, s, results)))
+                out.append((suite.name, s, count(records), _current(suite, s, stored)))
     return out
 
 
