@@ -301,24 +301,30 @@ def fig7() -> dict[tuple, float]:
     return {k: sum(v) / len(v) for k, v in out.items()}
 
 
-def test_fig7_too_much_di_or_feature_distillation_collapses_mmfed3(fig7):
-    """At 3, 5 and 10 clients: lambda (L_DI) from 0.01 to 1 moves MRR by under 0.02, and 10
-    drops it below 0.15; eta 0.1 is best of 0.01 / 0.1 / 1, and 1 drops it by over 0.1; mu 1
-    costs 0.01-0.03 against mu 0.1."""
-    for n in (3, 5, 10):
-        low = [fig7[("algorithm.lambda_di", v, n)] for v in (0.01, 0.1, 1.0)]
-        assert max(low) - min(low) < 0.02 and fig7[("algorithm.lambda_di", 10.0, n)] < 0.15, n
-        eta = {v: fig7[("algorithm.eta", v, n)] for v in (0.01, 0.1, 1.0)}
-        assert max(eta, key=eta.get) == 0.1 and eta[0.1] - eta[1.0] > 0.1, n
-        assert 0.005 < fig7[("algorithm.mu", 0.1, n)] - fig7[("algorithm.mu", 1.0, n)] < 0.035, n
+PANELS = {"algorithm.lambda_di": (0.01, 0.1, 1.0, 10.0), "algorithm.diffusion_steps": (2, 5, 10, 20),
+          "algorithm.eta": (0.01, 0.1, 1.0), "algorithm.mu": (0.01, 0.1, 1.0)}
 
 
-def test_fig7_more_diffusion_steps_do_not_help(fig7):
-    """2 or 5 diffusion steps give the best MRR at every client count; 10 and 20 never beat
-    the better of them."""
+def test_fig7_mmfed3_is_flat_in_every_hyperparameter_at_convergence(fig7):
+    """Run to convergence with bounded projections (issue 27), no value of any of the four
+    hyperparameters moves MMFeD3-HidE's mean MRR by 0.02 at 3, 5 or 10 clients (the largest
+    span is 0.015: mu and eta on Fed10). At 8 rounds lambda = 10 and eta = 1 had collapsed it
+    (MRR under 0.15): that was the unbounded projections, not the method."""
+    for key, values in PANELS.items():
+        for n in (3, 5, 10):
+            means = [fig7[(key, v, n)] for v in values]
+            assert max(means) - min(means) < 0.02, (key, n)
+            assert min(means) > 0.37, (key, n)
+
+
+def test_fig7_lambda_10_is_worst_and_eta_01_best_at_every_client_count(fig7):
+    """The two orders that hold at every client count: lambda = 10 is the lowest of its panel
+    (0.006-0.010 below the panel's best), and the default eta = 0.1 the highest of its."""
     for n in (3, 5, 10):
-        few = max(fig7[("algorithm.diffusion_steps", v, n)] for v in (2, 5))
-        assert all(fig7[("algorithm.diffusion_steps", v, n)] < few for v in (10, 20)), n
+        lam = {v: fig7[("algorithm.lambda_di", v, n)] for v in PANELS["algorithm.lambda_di"]}
+        assert min(lam, key=lam.get) == 10.0 and 0.005 < max(lam.values()) - lam[10.0] < 0.012, n
+        eta = {v: fig7[("algorithm.eta", v, n)] for v in PANELS["algorithm.eta"]}
+        assert max(eta, key=eta.get) == 0.1, n
 
 
 # --------------------------------------------------------------------------- FedMPO sensitivity
