@@ -7,8 +7,10 @@ reductions depend on it), through the engine as `run` would. Its metrics must eq
 stored ones exactly. Only records made on a CPU of this machine's identity
 (``provenance.cpu``: model, vendor, torch's kernel set) are candidates: the same cell gives
 other last bits, and after training other metrics, on another CPU
-(``benchmark.results.cpu_identity``). A family whose every store is pending, or none of
-whose records was made on such a CPU, is skipped with that reason; it comes back the moment
+(``benchmark.results.cpu_identity``), and only records made under this torch version: an H200
+host whose CPU had this machine's identity re-ran a torch 2.13 record under torch 2.11 and got
+other metrics (2026-11-28). A family whose every store is pending, or none of whose records
+was made on such a CPU and torch, is skipped with that reason; it comes back the moment
 one of its stores lands (or is re-run here).
 """
 
@@ -34,6 +36,15 @@ def _family(track: str) -> str | None:
     return next((f for f, names in TRACKS.items() if any(track.startswith(n) for n in names)), None)
 
 
+def reruns_here(provenance: dict) -> bool:
+    """A record can re-run bit for bit here: one thread, a clean tree, this CPU's identity,
+    this torch version, and a device kind this machine has."""
+    return (not provenance.get("git_dirty") and provenance.get("threads") == 1
+            and provenance.get("cpu") == cpu_identity()
+            and provenance.get("versions", {}).get("torch") == torch.__version__
+            and not (str(provenance.get("device", "")).startswith("cuda") and not torch.cuda.is_available()))
+
+
 def cheapest(family: str) -> dict | None:
     """The fastest ok, clean, current, one-thread record of a learned method in the family."""
     pending = pending_stores(ROOT / "results")
@@ -48,9 +59,7 @@ def cheapest(family: str) -> dict | None:
         cells = {c.cell_id: c for c in suite.cells("small")}
         for r in latest_records(ResultStore(store).read(), set(cells)):
             prov = r.provenance
-            if (r.status != "ok" or prov.get("git_dirty") or prov.get("threads") != 1
-                    or prov.get("cpu") != cpu_identity()
-                    or (str(prov.get("device", "")).startswith("cuda") and not torch.cuda.is_available())
+            if (r.status != "ok" or not reruns_here(prov)
                     or r.algorithm["name"] in REFERENCES or r.algorithm.get("constant_scores")
                     or stale_reasons(r, build_run_config(cells[r.cell_id].config))):
                 continue
@@ -64,8 +73,8 @@ def cheapest(family: str) -> dict | None:
 def test_a_stored_cell_reruns_to_its_stored_metrics(family, tmp_path):
     record = cheapest(family)
     if record is None:
-        pytest.skip(f"no current {family} record made on this CPU ({cpu_identity()}): its stores are pending a "
-                    "re-run (results/pending_rerun.json) or were made on other CPUs")
+        pytest.skip(f"no current {family} record made on this CPU ({cpu_identity()}) and torch "
+                    f"{torch.__version__}: its stores are pending a re-run (results/pending_rerun.json) or were made on other CPUs")
     cfg = dict(record.config)
     cfg["output"] = {**cfg["output"], "checkpoint_dir": str(tmp_path / "ckpt"), "results_dir": str(tmp_path / "res")}
     # on the device kind the record names: a stored config says train.device auto, which under
@@ -85,3 +94,14 @@ def test_a_stored_cell_reruns_to_its_stored_metrics(family, tmp_path):
     assert {k: again["metrics"].get(k) for k in record.metrics} == record.metrics, (record.suite, record.params,
                                                                                      record.seed)
     assert again["provenance"]["protocol"] == record.provenance["protocol"]
+
+
+def test_only_records_of_this_cpu_torch_and_a_clean_tree_are_rerun():
+    here = {"git_dirty": False, "threads": 1, "cpu": cpu_identity(), "device": "cpu:x86_64",
+            "versions": {"torch": torch.__version__}}
+    assert reruns_here(here)
+    for change in ({"versions": {"torch": "2.11.0+cu130"}}, {"threads": 2}, {"git_dirty": True},
+                   {"cpu": {**cpu_identity(), "capability": "NOT-A-KERNEL-SET"}}):
+        assert not reruns_here({**here, **change}), change
+    if not torch.cuda.is_available():
+        assert not reruns_here({**here, "device": "cuda:NVIDIA H200"})
