@@ -10,16 +10,10 @@
 #   4. one paper-scale round of MMFedE and of MMFeD3-HidE on FB15K-237 Fed3 (seconds per round);
 #   5. paper-scale records of Table VI's S-Ind and MMCen (Fed3, seed 0) at ROUNDS5 (3) rounds.
 #
-# Before the call, here (see GPU.md): copy the FB15K-237 files into .gpu/data and carry it:
-#   echo /.gpu/ >> .git/info/exclude; mkdir -p .gpu/data/fb15k237
-#   cp ../shared/data/fb15k237/{FB15k-237.tar.gz,FB15k_mid2name.txt,entity2wikidata.json,FB15K_NumericalTriples.txt} .gpu/data/fb15k237/
-#   cp ../shared/data/SHA256SUMS .gpu/data/
-#   gzip -9 .gpu/data/fb15k237/{entity2wikidata.json,FB15K_NumericalTriples.txt,FB15k_mid2name.txt}
-# (gzipped they travel in 1.2 MB instead of 6.5; the script unpacks them on the device)
-# Then run: bash benchmarks/gpu_session.sh   (carry: [".gpu"])
-# The tree that travels must stay under 64 MiB with .gpu: if the device tool refuses it, move
-# the largest tracked files the steps do not read (tables/leaderboard.html, tables/*.png, any results/*.partial)
-# out of the checkout for the call and back after it (git ls-files -z | xargs -0 du -cb).
+# Before the call, here: bash benchmarks/gpu_pack.sh (it fills .gpu with the FB15K-237 files and
+# the result stores, compressed, .whl with the wheels the image lacks, moves the bulky tracked
+# files aside and checks the 64 MiB the device tool moves); after it: bash benchmarks/gpu_pack.sh restore.
+# This script unpacks what gpu_pack.sh packed. The call: carry [".gpu", ".whl"] (docs/performance.md).
 # STEPS="1 2" runs a subset; DEVICE=cpu and SMALL=1 try the script itself on a CPU machine.
 # Each step has its own cap (T1..T5 seconds: 240, 160, 60, 75 per run, 150 per run): 15 min if every
 # step ran to its cap, more than one device call's 10; steps 1-4 took 4 min on an H200 (2026-11-27);
@@ -42,6 +36,15 @@ for z in .gpu/data/*/*.gz; do
   case "$z" in *.tar.gz|'.gpu/data/*/*.gz') ;; *) gunzip -kf "$z" ;; esac
 done
 PY=${PY:-python3}
+# the result stores, carried compressed by gpu_pack.sh (only the files not already here)
+if [ -f .gpu/results.tar.xz ]; then
+  "$PY" -c '
+import os, tarfile
+with tarfile.open(".gpu/results.tar.xz") as tar:
+    todo = [m for m in tar.getmembers() if not os.path.exists(m.name)]
+    tar.extractall(members=todo, filter="data")
+print(f"unpacked {len(todo)} result files")'
+fi
 # wheels the image lacks (mnist1d for the AMFL tests), carried in .whl (GPU.md, the device README)
 if compgen -G ".whl/*.whl" >/dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fedmm_site .whl/*.whl \
@@ -66,10 +69,13 @@ for step in $STEPS; do
       # then the rest of the suite while T1B lasts (0 skips it); xdist names failures only at its
       # end, so every result line is kept as it comes and the FAILED ones survive a cap
       if ! small && [ "${T1B:-0}" -gt 0 ]; then
-        rest=(); for t in "${tests[@]}"; do rest+=(--deselect "$t"); done
+        # the files the last lease's cap did not reach go first (benchmarks/gpu_rest_first.txt),
+        # then every other test file not run above
+        rest=($("$PY" benchmarks/gpu_rest.py order "${tests[@]}"))
         timeout "${T1B}" "$PY" -m pytest --device "$DEVICE" -vv -rfE -p no:cacheprovider -n "${WORKERS_REST:-16}" \
-          tests "${rest[@]}" 2>&1 | grep -E "PASSED|FAILED|ERROR|passed|failed" > "$OUT/pytest_rest_$DEVICE.log"
-        grep -c PASSED "$OUT/pytest_rest_$DEVICE.log"; grep -E "FAILED|ERROR" "$OUT/pytest_rest_$DEVICE.log" | head -40
+          "${rest[@]}" 2>&1 | grep -E "PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS|passed|failed" > "$OUT/pytest_rest_$DEVICE.log"
+        # counts, failures and the files the cap left out, appended to the same log (8 files come back)
+        "$PY" benchmarks/gpu_rest.py summary "$OUT/pytest_rest_$DEVICE.log" "${tests[@]}" | tee -a "$OUT/pytest_rest_$DEVICE.log"
       fi
       ;;
     2)
