@@ -227,10 +227,15 @@ def reference_eval(ref: BareRotatE, triples: Tensor, known: Tensor, num_relation
     return total / max(1, len(qs))
 
 
-def bench_kg(data: KGData, harness: tuple, sizes: KGSizes, dev: torch.device) -> dict:
+def bench_kg(data: KGData, harness: tuple, sizes: KGSizes, dev: torch.device, alternatives: bool | None = None,
+             compile_backend: str = "inductor") -> dict:
     """Measure and print the engine's KG step (``harness``: algorithm, task, client, model
     and optimizer, built by the ``bench`` verb the way the engine builds them) against the
-    bare reference on ``data``; returns the numbers."""
+    bare reference on ``data``; returns the numbers.
+
+    ``alternatives`` (default: on CUDA only) also times the evaluation with the fused
+    (``torch.compile`` with ``compile_backend``) and the tiled Triton distance kernels, one
+    row per tile shape; the tests turn it on for the CPU under Triton's interpreter."""
     from tabulate import tabulate
 
     from benchmark.kge import FilterIndex, evaluate_filtered, make_queries, views_scorer
@@ -287,11 +292,13 @@ def bench_kg(data: KGData, harness: tuple, sizes: KGSizes, dev: torch.device) ->
             _sync(dev)
             return time.perf_counter() - t0, mrr
 
-    c_eval = c_mrr = t_eval = t_mrr = None
-    if dev.type == "cuda":  # the same evaluation with a fused distance kernel, then a tiled one
-        c_eval, c_mrr = timed_eval_within(compiled_forward())
+    c_eval = c_mrr = None
+    tiled: dict[str, tuple[float, float]] = {}  # tile name -> (seconds, MRR)
+    if dev.type == "cuda" if alternatives is None else alternatives:  # a fused distance kernel, then tiled ones
+        c_eval, c_mrr = timed_eval_within(compiled_forward(compile_backend))
         if triton_ops.available():
-            t_eval, t_mrr = timed_eval_within(triton_ops.tiled_forward())
+            for tile in triton_ops.TILES:
+                tiled[tile.name] = timed_eval_within(triton_ops.tiled_forward(tile))
 
     print(f"bench kg: {data.source}: {data.num_entities} entities, {data.num_relations} relations, "
           f"{len(queries)} training queries (triples + inverses); RotatE complex dim {sizes.dim}, batch {sizes.batch}, "
@@ -306,14 +313,17 @@ def bench_kg(data: KGData, harness: tuple, sizes: KGSizes, dev: torch.device) ->
     ]
     if c_eval is not None:
         rows.append(["harness evaluation, distances by a torch.compile'd kernel", "", "", f"{c_eval:.2f}", f"{c_mrr:.4f}"])
-    if t_eval is not None:
-        rows.append(["harness evaluation, distances by a tiled Triton kernel", "", "", f"{t_eval:.2f}", f"{t_mrr:.4f}"])
+    for name, (t_eval, t_mrr) in tiled.items():
+        rows.append([f"harness evaluation, distances by the tiled Triton kernel ({name})", "", "", f"{t_eval:.3f}",
+                     f"{t_mrr:.4f}"])
     print(tabulate(rows, headers=["run", "positives/s", "aten ops / step", "test eval s (filtered, both directions)", "test MRR"],
                    tablefmt="github"))
     print(f"train.deterministic cost (harness step, torch.use_deterministic_algorithms on vs off): {det_line}")
     return {"source": data.source, "device": str(dev), "harness_pos_per_s": sizes.positives / h_s,
             "reference_pos_per_s": sizes.positives / r_s, "harness_ops": h_ops, "reference_ops": r_ops,
-            "harness_eval_s": h_eval, "reference_eval_s": r_eval, "compiled_eval_s": c_eval, "tiled_eval_s": t_eval, "deterministic": det_line}
+            "harness_eval_s": h_eval, "reference_eval_s": r_eval, "compiled_eval_s": c_eval,
+            "tiled_eval_s": min((t for t, _ in tiled.values()), default=None),
+            "tiled_eval_s_by_tile": {name: t for name, (t, _) in tiled.items()}, "deterministic": det_line}
 
 
 # --------------------------------------------------------------------------- imputer cost

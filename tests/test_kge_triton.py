@@ -21,18 +21,37 @@ SHAPES = [(5, 37, 10), (33, 65, 8), (1, 1, 3), (40, 130, 17)]
 
 
 def check_distances(device: torch.device) -> None:
-    """Shapes off the tile sizes (partial tiles in every direction, K not a multiple of
-    BLOCK_K) and a candidate equal to a query (a zero modulus adds 0)."""
-    for B, N, K in SHAPES:
-        g = torch.Generator().manual_seed(B * N + K)
-        q = torch.randn(B, 2 * K, generator=g).to(device)
-        c = torch.randn(N, 2 * K, generator=g).to(device)
-        c[0] = q[0]
-        got = triton_ops.complex_distance(q, c)
-        want = ops._distance_block(q, c, "complex")
-        assert got.shape == (B, N) and got.device == q.device, (B, N, K)
-        assert torch.allclose(got, want, rtol=1e-5, atol=1e-5), (B, N, K)
-        assert float(got[0, 0]) == 0.0
+    """Every tile shape bench kg times, on shapes off the tile sizes (partial tiles in every
+    direction), and a candidate equal to a query (a zero modulus adds 0)."""
+    for tile in triton_ops.TILES:
+        for B, N, K in SHAPES:
+            g = torch.Generator().manual_seed(B * N + K)
+            q = torch.randn(B, 2 * K, generator=g).to(device)
+            c = torch.randn(N, 2 * K, generator=g).to(device)
+            c[0] = q[0]
+            got = triton_ops.complex_distance(q, c, tile)
+            want = ops._distance_block(q, c, "complex")
+            assert got.shape == (B, N) and got.device == q.device, (tile, B, N, K)
+            assert torch.allclose(got, want, rtol=1e-5, atol=1e-5), (tile, B, N, K)
+            assert float(got[0, 0]) == 0.0
+
+
+def check_candidate_cache(device: torch.device) -> None:
+    """The coordinate-major copy of a candidate table is reused for the same table only: an
+    in-place change or another table (even one at a freed table's address) is transposed anew."""
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(7, 12, generator=g).to(device)
+    c = torch.randn(30, 12, generator=g).to(device)
+    first = triton_ops.complex_distance(q, c)
+    assert triton_ops._transposed["source"] is c
+    c.mul_(2.0)  # same object, new contents
+    assert torch.allclose(triton_ops.complex_distance(q, c), ops._distance_block(q, c, "complex"), rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(first, triton_ops.complex_distance(q, c))
+    for seed in range(3):  # fresh tables, possibly at a recycled address
+        other = torch.randn(30, 12, generator=torch.Generator().manual_seed(seed)).to(device)
+        assert torch.allclose(triton_ops.complex_distance(q, other), ops._distance_block(q, other, "complex"),
+                              rtol=1e-5, atol=1e-5)
+        del other
 
 
 def check_routing(device: torch.device) -> None:
@@ -43,7 +62,7 @@ def check_routing(device: torch.device) -> None:
     idx = torch.randint(0, 20, (6, 4), device=device)
     eager = ops.pairwise_distance(q, c)
     with triton_ops.tiled_forward():
-        assert ops._forward_block is triton_ops._tiled_block
+        assert ops._forward_block.func is triton_ops._tiled_block
         tiled = ops.pairwise_distance(q, c)
         per_query = ops.pairwise_distance(q, c, idx)
         l1 = ops.pairwise_distance(q, c, kind="l1")
@@ -73,7 +92,24 @@ def check_evaluation(device: torch.device) -> None:
     assert abs(tiled["mrr"] - eager["mrr"]) < 1e-12 and tiled["hits@1"] == eager["hits@1"]
 
 
-CHECKS = (check_distances, check_routing, check_evaluation)
+def check_bench_rows(device: torch.device) -> None:
+    """bench kg's alternative-kernel rows (on by default on CUDA only): one timed evaluation per
+    tile shape, each scoring the eager evaluation's MRR."""
+    from benchmark.bench_kg import KGData, KGSizes, bench_kg
+    from fedmm_bench.bench import kg_harness_setup
+
+    g = torch.Generator().manual_seed(0)
+    t = torch.unique(torch.stack([torch.randint(0, 40, (300,), generator=g), torch.randint(0, 3, (300,), generator=g),
+                                  torch.randint(0, 40, (300,), generator=g)], 1), dim=0)
+    data = KGData("random", 40, 3, t[:200], t[200:230], t[230:260])
+    sizes = KGSizes(dim=8, batch=32, negatives=8, block=2, warmup=1, timed=1, eval_batch=16)
+    out = bench_kg(data, kg_harness_setup(data, sizes, device), sizes, device, alternatives=True,
+                   compile_backend="eager")
+    assert list(out["tiled_eval_s_by_tile"]) == [tile.name for tile in triton_ops.TILES]
+    assert out["tiled_eval_s"] == min(out["tiled_eval_s_by_tile"].values()) > 0 and out["compiled_eval_s"] > 0
+
+
+CHECKS = (check_distances, check_candidate_cache, check_routing, check_evaluation, check_bench_rows)
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__)
