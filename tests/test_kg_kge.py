@@ -13,7 +13,7 @@ from benchmark.kge import (
     DECODERS, FilterIndex, KGEModel, build_decoder, evaluate_filtered, kge_loss, make_queries, rank_metrics,
     tie_aware_ranks, train_epoch,
 )
-from benchmark.kge.evaluation import filtered_ranks
+from benchmark.kge.evaluation import both_directions, filtered_ranks
 from benchmark.kge.losses import self_adversarial_loss, softmax_ce_loss
 from benchmark.kge.ops import pairwise_distance, pairwise_distance_reference
 from data_prep.kg.synthetic import make_synthetic_kg
@@ -185,6 +185,44 @@ def test_evaluate_filtered_hand_computed():
     assert ranks.tolist() == [1.5]
     with pytest.raises(ValueError, match="not in the candidate set"):
         filtered_ranks(lambda h, r: table[:, [1, 3]], torch.tensor([[1, 1, 0]]), fi, candidates=torch.tensor([1, 3]))
+
+
+def _brute_force_ranks(table: torch.Tensor, queries: torch.Tensor, known: torch.Tensor, R: int,
+                       candidates: list[int]) -> list[float]:
+    """Filtered mean-of-ties ranks, one query at a time from the definition."""
+    truth = {(int(h), int(r), int(t)) for h, r, t in known} | {(int(t), int(r) + R, int(h)) for h, r, t in known}
+    out = []
+    for h, r, a in queries.tolist():
+        row = table[h * 2 * R + r]
+        target = float(row[a])
+        others = [e for e in candidates if e != a and (h, r, e) not in truth]
+        out.append(1 + sum(float(row[e]) > target for e in others) + 0.5 * sum(float(row[e]) == target for e in others))
+    return out
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 7, 500])
+@pytest.mark.parametrize("subset", [False, True])
+def test_filtered_ranks_match_a_per_query_count_at_any_batch_size(batch_size, subset):
+    """The filter is resolved once for all queries and sliced per batch: every batch size,
+    with or without a candidate subset, gives the per-query definition's ranks (ties made
+    common by rounding the scores); and the known answers are looked up once per call."""
+    g = torch.Generator().manual_seed(batch_size)
+    E, R = 12, 2
+    known = torch.unique(torch.stack([torch.randint(0, E, (60,), generator=g), torch.randint(0, R, (60,), generator=g),
+                                      torch.randint(0, E, (60,), generator=g)], 1), dim=0)
+    table = torch.randn(E * 2 * R, E, generator=g).round()
+    cands = list(range(0, E, 2)) if subset else list(range(E))
+    tail, head = both_directions(known[:25], R)
+    queries = torch.cat([tail, head])
+    queries = queries[torch.isin(queries[:, 2], torch.tensor(cands))]
+    fi = FilterIndex(known, E, R)
+    lookups = []
+    answers = fi.answers
+    fi.answers = lambda h, r: lookups.append(len(h)) or answers(h, r)
+    got = filtered_ranks(lambda h, r: table[h * 2 * R + r][:, cands], queries, fi,
+                         candidates=torch.tensor(cands) if subset else None, batch_size=batch_size)
+    assert got.tolist() == _brute_force_ranks(table, queries, known, R, cands)
+    assert lookups == [len(queries)]
 
 
 # --------------------------------------------------------------------------- training
