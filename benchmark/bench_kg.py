@@ -12,7 +12,9 @@ predicts launch overhead even where it cannot be timed.
 ``bench kg --imputers`` (``bench_imputers``) instead times the imputers' cost on the engine's
 multimodal path: seconds per training batch of MMFedE-AE and MMFeD3-HidE on the same
 federation (FB15K-237-Fed3 by default), client and sizes, and their ratio (issue 27: HidE at
-most 3x MMFedE-AE).
+most 3x MMFedE-AE). ``--profile N`` adds, for each method, one block under ``torch.profiler``:
+its wall time, the device's busy time and kernel launches (on CUDA: whether a step is bound by
+launches or by kernels), and the N ops that took the most (device, else CPU) time.
 """
 
 from __future__ import annotations
@@ -115,6 +117,38 @@ def median_seconds(steps: list[Callable[[], object]], device: torch.device, warm
             _sync(device)
             out.append(time.perf_counter() - t0)
     return [statistics.median(t) for t in times]
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """One call of a step under ``torch.profiler``: what bounds it on a GPU."""
+
+    wall_s: float          # under the profiler (which adds its own overhead)
+    device_busy_s: float   # kernel time summed over ops (0 on the CPU)
+    launches: int          # kernel launches (CUDA runtime calls; 0 on the CPU)
+    ops: int               # aten calls, nested ones included (the CPU side of every launch)
+    table: str             # the top ops, by self device time on CUDA, self CPU time otherwise
+
+
+def profile_step(step: Callable[[], object], device: torch.device, top: int) -> StepProfile:
+    """Run ``step`` once under ``torch.profiler`` (CUDA activity too on a GPU) and summarize it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    _sync(device)
+    t0 = time.perf_counter()
+    with profile(activities=activities) as prof:
+        step()
+        _sync(device)
+    wall = time.perf_counter() - t0
+    events = prof.key_averages()
+    busy = sum(e.self_device_time_total for e in events) / 1e6 if cuda else 0.0
+    launches = sum(e.count for e in events if "LaunchKernel" in e.key) if cuda else 0
+    ops = sum(e.count for e in events if e.key.startswith("aten::"))
+    sort = "self_device_time_total" if cuda else "self_cpu_time_total"
+    table = events.table(sort_by=sort, row_limit=top, max_name_column_width=48)
+    return StepProfile(wall, busy, launches, ops, table)
 
 
 @dataclass
@@ -384,11 +418,12 @@ def imputer_step_fn(engine, cid: int, sizes: KGSizes) -> Callable[[], object]:  
 
 
 def bench_imputers(sizes: KGSizes, device: str = "cpu", data: tuple[str, ...] | list[str] = IMPUTER_DATA,
-                   pairs: tuple[tuple[str, str], ...] = IMPUTER_PAIRS, cid: int = 0) -> dict:
+                   pairs: tuple[tuple[str, str], ...] = IMPUTER_PAIRS, cid: int = 0, profile_top: int = 0) -> dict:
     """Per-batch training seconds of each ``(algorithm, imputer)`` of ``pairs`` (default
     MMFedE-AE and MMFeD3-HidE) on client ``cid`` of the federation ``data`` names, the steps
     taking turns (``median_seconds``), and each one's ratio to the first; prints a table and
-    returns the numbers."""
+    returns the numbers. ``profile_top`` > 0 then profiles one block of each
+    (``profile_step``) and prints its summary and top ops."""
     from tabulate import tabulate
 
     from benchmark.config import load_config
@@ -426,5 +461,13 @@ def bench_imputers(sizes: KGSizes, device: str = "cpu", data: tuple[str, ...] | 
     rows = [[lab, f"{s:.4f}", f"{s / secs[0]:.2f}x", f"{o:,.0f}"] for lab, s, o in zip(labels, secs, ops)]
     print(tabulate(rows, headers=["run", "s / batch (median)", f"ratio to {labels[0]}", "aten ops / batch"],
                    tablefmt="github"))
+    profiles = {}
+    for label, step in zip(labels if profile_top > 0 else [], steps):
+        prof = profile_step(step, dev, profile_top)
+        profiles[label] = prof
+        busy = f"device busy {prof.device_busy_s:.3f} s ({prof.device_busy_s / prof.wall_s:.0%}), " if dev.type == "cuda" else ""
+        print(f"\nprofile of one block of {sizes.block} batches, {label}: wall {prof.wall_s:.3f} s under the profiler, "
+              f"{busy}{prof.launches:,} kernel launches, {prof.ops:,} aten calls (nested ones included)")
+        print(prof.table)
     return {"labels": labels, "seconds_per_batch": secs, "ratio": [s / secs[0] for s in secs], "ops_per_batch": ops,
-            "device": str(dev), "entities": client.num_entities}
+            "device": str(dev), "entities": client.num_entities, "profiles": profiles}

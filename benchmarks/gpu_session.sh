@@ -5,7 +5,8 @@
 # needs one runs here, in order of value, each step's log written under $OUT as it goes (what
 # is there comes back even if the call is cut off):
 #   1. the test suite on CUDA (pytest --device cuda): pass/fail counts;
-#   2. bench kg on CUDA: harness vs bare RotatE, positives/s, aten ops, filtered eval seconds;
+#   2. bench kg on CUDA: harness vs bare RotatE, positives/s, aten ops, filtered eval seconds per
+#      distance kernel; then bench kg --imputers --profile: MMFedE-AE and MMFeD3-HidE batches profiled;
 #   3. bench (graph FedAvg) on CUDA: harness over bare loop;
 #   4. one paper-scale round of MMFedE and of MMFeD3-HidE on FB15K-237 Fed3 (seconds per round);
 #   5. paper-scale records of Table VI's S-Ind and MMCen (Fed3, seed 0) at ROUNDS5 (3) rounds.
@@ -15,7 +16,7 @@
 # files aside and checks the 64 MiB the device tool moves); after it: bash benchmarks/gpu_pack.sh restore.
 # This script unpacks what gpu_pack.sh packed. The call: carry [".gpu", ".whl"] (docs/performance.md).
 # STEPS="1 2" runs a subset; DEVICE=cpu and SMALL=1 try the script itself on a CPU machine.
-# Each step has its own cap (T1..T5 seconds: 240, 160, 60, 75 per run, 150 per run): 15 min if every
+# Each step has its own cap (T1..T5 seconds: 240, 160 (+ T2B 120), 60, 75 per run, 150 per run): 15 min if every
 # step ran to its cap, more than one device call's 10; steps 1-4 took 4 min on an H200 (2026-11-27);
 # T1B (seconds, 0 by default) then runs the rest of the suite on CUDA inside step 1;
 # ROUNDS4 sets the paper-scale rounds (2; at about a minute a round, MMFeD3-HidE needs 1 within 75-100 s);
@@ -81,6 +82,11 @@ for step in $STEPS; do
     2)
       extra=(); small && extra=(--dim 32 --batch 256 --negatives 32 --timed 2 --warmup 1 --eval-limit 100)
       timeout "${T2:-160}" "$PY" run_benchmark.py bench kg --device "$DEVICE" "${extra[@]}" 2>&1 | tee "$OUT/bench_kg_$DEVICE.log"
+      # where a paper-size MMFeD3-HidE batch spends its time (kernels or launches), beside MMFedE-AE's,
+      # appended to the same log (T2B, 0 skips it)
+      extra=(--dim 256 --block 4 --timed 2 --warmup 1 --profile 25); small && extra=(--dim 8 --block 1 --timed 1 --warmup 0 --profile 5)
+      [ "${T2B:-120}" -gt 0 ] && timeout "${T2B:-120}" "$PY" run_benchmark.py bench kg --imputers --device "$DEVICE" \
+        --matmul-precision "${PRECISION4:-highest}" "${extra[@]}" 2>&1 | grep -v "^USDT:" | tee -a "$OUT/bench_kg_$DEVICE.log"
       ;;
     3)
       extra=(); small && extra=(--nodes 2000 --rounds 3)

@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kg: instead, seconds per training batch of MMFedE-AE and MMFeD3-HidE side by side and their "
                         "ratio, on FB15K-237-Fed3 (client 0, r = 50%%) at --dim/--batch/--negatives")
     b.add_argument("--block", type=int, default=8, help="kg: batches per timed block")
+    b.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="kg --imputers: also profile one block of each method (torch.profiler) and print its N "
+                        "costliest ops, device busy time and kernel launches (0: off)")
 
     d = sub.add_parser("demo", help="run the demo suite, print its table, write table and plot (the default)")
     d.add_argument("--jobs", type=int, default=2)
@@ -311,15 +314,17 @@ def cmd_bench(a: argparse.Namespace) -> int:
         from fedmm_bench.bench import run_bench_kg
         from benchmark.bench_kg import KGSizes
 
-        if min(a.dim, a.batch, a.negatives, a.timed, a.block) < 1 or a.warmup < 0 or a.eval_limit < 0:
+        if min(a.dim, a.batch, a.negatives, a.timed, a.block) < 1 or min(a.warmup, a.eval_limit, a.profile) < 0:
             raise BenchmarkError("bench kg: --dim, --batch, --negatives, --timed and --block must be >= 1; --warmup, "
-                                 "--eval-limit >= 0")
+                                 "--eval-limit and --profile >= 0")
+        if a.profile and not a.imputers:
+            raise BenchmarkError("bench kg: --profile profiles the --imputers steps; add --imputers")
         if a.imputers:
             from benchmark.bench_kg import IMPUTER_DATA, bench_imputers
 
             root = () if a.data_root is None else (f"dataset.root={a.data_root}",)
             bench_imputers(KGSizes(dim=a.dim, batch=a.batch, negatives=a.negatives, timed=a.timed, warmup=a.warmup,
-                                   block=a.block), a.device, (*IMPUTER_DATA, *root))
+                                   block=a.block), a.device, (*IMPUTER_DATA, *root), profile_top=a.profile)
             return 0
         run_bench_kg(a.device, KGSizes(dim=a.dim, batch=a.batch, negatives=a.negatives, timed=a.timed, warmup=a.warmup,
                                    eval_limit=a.eval_limit, block=a.block), root=a.data_root)

@@ -48,6 +48,28 @@ def test_bench_kg_imputers_prints_both_methods_and_their_ratio(tmp_path, monkeyp
     assert ae_s > 0 and hide_s > 0 and ae_ratio == 1.0 and hide_ratio > 0
 
 
+def test_bench_kg_imputers_profile_prints_each_methods_block(tmp_path, monkeypatch, capsys):
+    """``--profile N``: one profiled block per method, its summary line and its N costliest ops;
+    without --imputers the flag is one line of error."""
+    monkeypatch.setattr(bench_kg, "IMPUTER_DATA", tuple(tiny_data(tmp_path)))
+    assert main(["bench", "kg", "--imputers", "--device", "cpu", "--dim", "8", "--batch", "16", "--negatives", "4",
+                 "--block", "2", "--timed", "1", "--warmup", "0", "--profile", "4"]) == 0
+    out = capsys.readouterr().out
+    heads = re.findall(r"^profile of one block of 2 batches, (\S+): wall [0-9.]+ s under the profiler, 0 kernel launches, "
+                       r"([0-9,]+) aten calls \(nested ones included\)$", out, re.M)
+    assert [h[0] for h in heads] == ["MMFedE-AE", "MMFeD3-HidE"] and all(int(h[1].replace(",", "")) > 0 for h in heads)
+    assert out.count("Self CPU time total") == 2
+    assert main(["bench", "kg", "--profile", "4"]) == 2
+    assert "--profile profiles the --imputers steps" in capsys.readouterr().err
+
+
+def test_profile_step_counts_the_ops_of_one_call():
+    x = torch.randn(8, 8)
+    prof = bench_kg.profile_step(lambda: (x @ x).relu().sum(), torch.device("cpu"), 3)
+    assert prof.ops >= 3 and prof.launches == 0 and prof.device_busy_s == 0.0 and prof.wall_s > 0
+    assert "aten::" in prof.table
+
+
 def test_bench_imputers_returns_the_seconds_and_the_ratio(tmp_path, capsys):
     res = bench_imputers(KGSizes(dim=8, batch=16, negatives=4, timed=1, warmup=0, block=2), "cpu", tiny_data(tmp_path))
     assert res["labels"] == ["MMFedE-AE", "MMFeD3-HidE"]
