@@ -62,6 +62,17 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs[1:] if len(xs) > 1 else xs)
 
 
+def harness_stages(record: Record) -> dict[str, float]:
+    """Median seconds of each stage of the harness's rounds (``benchmark.cost``), over the rounds
+    the bench's median covers: where the harness's time over the bare loop goes. ``clients``
+    is their ``client_update`` alone; each upload's audit and the ledger's bookkeeping land in
+    ``upload`` and ``other``."""
+    rounds = (record.cost or {}).get("rounds", {})
+    names = {"download_s": "download", "client_s": "clients", "upload_s": "upload", "server_s": "server",
+             "other_s": "other"}
+    return {label: _median(rounds[key]) for key, label in names.items() if rounds.get(key)}
+
+
 def bench_fedavg(num_nodes: int = 20000, num_clients: int = 10, rounds: int = 5, device: str = "auto") -> dict:
     cfg = load_config(None, [
         "dataset.name=synthetic", f"dataset.num_nodes={num_nodes}", f"partition.num_clients={num_clients}",
@@ -102,7 +113,9 @@ def bench_fedavg(num_nodes: int = 20000, num_clients: int = 10, rounds: int = 5,
           f"artifact build {build_s:.1f}s; median of {max(rounds - 1, 1)} rounds")
     print(tabulate(rows, headers=["run", "s / round (median)", "peak memory (MiB)"], tablefmt="github"))
     print(f"train.deterministic cost (reference loop, torch.use_deterministic_algorithms on vs off): {det_line}")
-    return {"seconds_per_round": ours, "reference_seconds_per_round": ref, "peak_memory_mb": record.peak_memory_mb,
+    stages = harness_stages(record)
+    print("harness round by stage (median s over the same rounds): " + ", ".join(f"{k} {v:.4f}" for k, v in stages.items()))
+    return {"seconds_per_round": ours, "stages": stages, "reference_seconds_per_round": ref, "peak_memory_mb": record.peak_memory_mb,
             "reference_peak_memory_mb": ref_mem, "bytes_per_round": record.bytes_per_round,
             "deterministic_time_ratio": det_ratio}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -117,6 +118,11 @@ def test_bench_graph_prints_harness_and_reference_side_by_side(tmp_path, monkeyp
             "ratio harness / reference"} <= set(rows)
     assert float(rows["ratio harness / reference"].split("|")[2].strip().rstrip("x")) > 0
     assert "train.deterministic cost" in out
+    stages = re.search(r"^harness round by stage \(median s over the same rounds\): (.*)$", out, re.M)
+    assert stages, out
+    split = dict(part.split(" ") for part in stages.group(1).split(", "))
+    assert list(split) == ["download", "clients", "upload", "server", "other"]
+    assert all(float(v) >= 0 for v in split.values()) and float(split["clients"]) > 0
 
 
 def test_run_prints_record_summary(tmp_path, monkeypatch, capsys):
