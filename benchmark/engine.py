@@ -29,6 +29,7 @@ from benchmark.config import RunConfig, component_config
 from benchmark.cost import CostLog, RoundTimer
 from benchmark.determinism import DeterminismWatch, configure as configure_determinism
 from benchmark.precision import apply_matmul_precision
+from benchmark.kge.triton_ops import select_distance_kernel
 from benchmark.errors import BenchmarkError
 from benchmark.guard import verdict as guard_verdict
 from benchmark.federation import FederatedData, FederationMeta, build_federation
@@ -142,6 +143,7 @@ class Engine:
         self.device = resolve_device(cfg.train.device)
         configure_determinism(cfg.train.deterministic)
         apply_matmul_precision(cfg.train.matmul_precision)
+        select_distance_kernel(cfg.train.distance_kernel, self.device)
         seed_globals(cfg.seed)
         self.progress = progress
         self.audit = audit

@@ -134,14 +134,16 @@ def algorithm_revision(name: str) -> int:
 
 # How a run executes, not what it computes: where data and outputs live, the device, resume
 # settings. Left out of the protocol hash and of staleness, so records stay comparable across
-# machines; a matmul precision other than full fp32 changes the numbers, so only "highest" is.
+# machines; a matmul precision other than full fp32, or a distance kernel other than the eager
+# one, changes the numbers, so only "highest" and "eager" are.
 EXECUTION_KEYS = ("output", "dataset.root", "train.device", "train.checkpoint_every", "train.deterministic")
 
 
 def execution_only(key: str, value: Any) -> bool:
     """Whether the dotted config ``key`` (with ``value``) says how a run executes, not what it computes."""
     return (any(key == k or key.startswith(k + ".") for k in EXECUTION_KEYS)
-            or (key == "train.matmul_precision" and value == "highest"))
+            or (key == "train.matmul_precision" and value == "highest")
+            or (key == "train.distance_kernel" and value == "eager"))
 
 
 # Config values the artifact recipe holds (``data_prep/build.py:artifact_keys``), so the

@@ -8,7 +8,8 @@
 #   2. bench kg on CUDA: harness vs bare RotatE, positives/s, aten ops, filtered eval seconds per
 #      distance kernel; then bench kg --imputers --profile: MMFedE-AE and MMFeD3-HidE batches profiled;
 #   3. bench (graph FedAvg) on CUDA: harness over bare loop;
-#   4. one paper-scale round of MMFedE and of MMFeD3-HidE on FB15K-237 Fed3 (seconds per round);
+#   4. one paper-scale round of MMFedE and of MMFeD3-HidE on FB15K-237 Fed3 (seconds per round), and
+#      on CUDA one more of MMFeD3-HidE with train.distance_kernel: triton;
 #   5. paper-scale records of Table VI's S-Ind and MMCen (Fed3, seed 0) at ROUNDS5 (3) rounds.
 #
 # Before the call, here: bash benchmarks/gpu_pack.sh (it fills .gpu with the FB15K-237 files and
@@ -93,16 +94,19 @@ for step in $STEPS; do
       timeout "${T3:-60}" "$PY" run_benchmark.py bench --device "$DEVICE" "${extra[@]}" 2>&1 | tee "$OUT/bench_graph_$DEVICE.log"
       ;;
     4)
-      for algo in "mmfede imputer=none" "mmfed3 imputer=hide"; do
-        set -- $algo
+      # algorithm, imputer, training distance kernel; the triton one runs on CUDA only
+      runs=("mmfede none eager" "mmfed3 hide eager" "mmfed3 hide triton")
+      [ "$DEVICE" = cpu ] && runs=("mmfede none eager" "mmfed3 hide eager")
+      for run in "${runs[@]}"; do
+        set -- $run
         data=(--set dataset.name=fb15k237 --set dataset.text_encoder=hashing)
         small && data=(--set dataset.name=fb15k237_small)
         sets=("${data[@]}" --set partition.name=relation_id
               --set partition.num_clients=3 --set missing.name=kg_items --set missing.rate=0.5 --set task.name=kg_completion
               --set task.decoder=rotate --set task.dim=256 --set task.num_negatives=256 --set task.batch_size=1024
               --set train.local_epochs=3 --set train.rounds="${ROUNDS4:-2}" --set train.lr=0.001 --set train.device="$DEVICE"
-              --set train.matmul_precision="${PRECISION4:-highest}"
-              --set algorithm.name="$1" --set algorithm."$2")
+              --set train.matmul_precision="${PRECISION4:-highest}" --set train.distance_kernel="$3"
+              --set algorithm.name="$1" --set algorithm.imputer="$2")
         small && sets+=(--set task.dim=16 --set task.num_negatives=32 --set train.local_epochs=1 --set train.rounds=1)
         timeout "${T4:-75}" "$PY" run_benchmark.py run "${sets[@]}" --out "$OUT/paper_rounds.jsonl" 2>&1 \
           | tee -a "$OUT/paper_rounds.log" | tail -4

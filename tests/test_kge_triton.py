@@ -109,7 +109,69 @@ def check_bench_rows(device: torch.device) -> None:
     assert out["tiled_eval_s"] == min(out["tiled_eval_s_by_tile"].values()) > 0 and out["compiled_eval_s"] > 0
 
 
-CHECKS = (check_distances, check_candidate_cache, check_routing, check_evaluation, check_bench_rows)
+def check_gathered_training_kernel(device: torch.device) -> None:
+    """The gathering kernels (train.distance_kernel: triton): the eager Function's distances and
+    gradients in q and c for per-query candidates, with repeated candidates (their gradients
+    add up), a candidate equal to its query (the eager subgradient, 0), and sizes off the tiles."""
+    for B, N, K, E in [(3, 5, 7, 9), (4, 40, 70, 12), (1, 1, 1, 2)]:
+        g = torch.Generator().manual_seed(B * N + K)
+        q = torch.randn(B, 2 * K, generator=g).to(device).requires_grad_()
+        c = torch.randn(E, 2 * K, generator=g).to(device).requires_grad_()
+        idx = torch.randint(0, E, (B, N), generator=g).to(device)
+        idx[0, :min(N, 2)] = 0  # a repeated candidate
+        with torch.no_grad():
+            c[0] = q[0]  # and one at distance 0
+        w = torch.randn(B, N, generator=g).to(device)
+        got = triton_ops.gathered_distance(q, c, idx)
+        want = ops.pairwise_distance(q, c, idx)
+        assert torch.allclose(got, want, rtol=1e-5, atol=1e-5), (B, N, K)
+        gq, gc = torch.autograd.grad((got * w).sum(), (q, c))
+        wq, wc = torch.autograd.grad((want * w).sum(), (q, c))
+        assert torch.allclose(gq, wq, rtol=1e-4, atol=1e-5) and torch.allclose(gc, wc, rtol=1e-4, atol=1e-5), (B, N, K)
+
+
+def check_distance_kernel_setting(device: torch.device) -> None:
+    """``select_distance_kernel`` routes pairwise_distance's per-query path to the kernels and back;
+    shared tables stay eager; a KG run with the setting trains and scores like the eager one."""
+    from benchmark.config import load_config
+    from benchmark.engine import Engine
+
+    q, c = torch.randn(4, 12, device=device), torch.randn(9, 12, device=device)
+    idx = torch.randint(0, 9, (4, 6), device=device)
+    triton_ops.select_distance_kernel("triton", device)
+    try:
+        assert ops._per_query_kernel is triton_ops._training_hook
+        assert torch.allclose(ops.pairwise_distance(q, c, idx), ops.pairwise_distance_reference(q, c, idx), atol=1e-5)
+        assert torch.equal(ops.pairwise_distance(q, c), ops._PairwiseDistance.apply(q, c, None, "complex", 1 << 20))
+    finally:
+        triton_ops.select_distance_kernel("eager", device)
+    assert ops._per_query_kernel is None
+    import tempfile
+
+    records = []
+    cache = tempfile.mkdtemp(prefix="fedmm_triton_")
+    calls = []
+    kernel_fn = triton_ops.gathered_distance
+    triton_ops.gathered_distance = lambda *a: calls.append(1) or kernel_fn(*a)
+    for kernel in ("eager", "triton"):
+        cfg = load_config(None, ["dataset.name=synthetic_kg", "dataset.num_entities=60", "partition.name=relation_id",
+                                 "partition.num_clients=2", "missing.name=kg_items", "missing.rate=0.5",
+                                 f"output.cache_dir={cache}", f"output.checkpoint_dir={cache}/ckpt",
+                                 "task.name=kg_completion", "task.dim=8",
+                                 "task.num_negatives=8", "task.batch_size=32", "algorithm.name=fede", "train.rounds=2",
+                                 "train.local_epochs=1", f"train.device={device.type}",
+                                 f"train.distance_kernel={kernel}"])
+        records.append(Engine(cfg).run(resume=False))
+        assert ops._per_query_kernel is (None if kernel == "eager" else triton_ops._training_hook)
+    triton_ops.select_distance_kernel("eager", device)
+    triton_ops.gathered_distance = kernel_fn
+    assert calls  # the triton run's training went through the kernels
+    eager, tiled = (r["metrics"]["test/mrr"] for r in records)
+    assert records[1]["status"] == "ok" and abs(eager - tiled) < 1e-3, (eager, tiled)
+
+
+CHECKS = (check_distances, check_candidate_cache, check_routing, check_evaluation, check_bench_rows,
+          check_gathered_training_kernel, check_distance_kernel_setting)
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__)
@@ -121,6 +183,17 @@ def test_tiled_kernel(check, device: torch.device) -> None:
     done = subprocess.run([sys.executable, str(Path(__file__)), check.__name__], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout[-2000:] + done.stderr[-4000:]
+
+
+def test_the_triton_distance_kernel_is_refused_where_it_cannot_run() -> None:
+    from benchmark.errors import ConfigError
+
+    if not triton_ops.interpreted():
+        with pytest.raises(ConfigError, match="needs Triton and a CUDA device"):
+            triton_ops.select_distance_kernel("triton", torch.device("cpu"))
+    with pytest.raises(ConfigError, match="must be one of eager, triton"):
+        triton_ops.select_distance_kernel("fused", torch.device("cpu"))
+    assert ops._per_query_kernel is None
 
 
 def test_the_cpu_without_the_interpreter_keeps_the_eager_block() -> None:

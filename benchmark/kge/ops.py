@@ -31,7 +31,7 @@ per-coordinate distance: ``complex`` (modulus of each complex coordinate, RotatE
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
@@ -98,6 +98,11 @@ def _distance_block_pure(q: Tensor, cand: Tensor, kind: str) -> Tensor:
 
 #: the forward pass's distance block (swapped by ``compiled_forward``)
 _forward_block = _distance_block
+
+#: training's per-query candidates under ``train.distance_kernel: triton``
+#: (``triton_ops.select_distance_kernel``): ``(q, c, index, kind)`` -> distances, or None where
+#: it does not apply (the Function below then runs); None: always the Function
+_per_query_kernel: Callable[[Tensor, Tensor, Tensor, str], Tensor | None] | None = None
 
 
 @contextmanager
@@ -203,6 +208,10 @@ def pairwise_distance(
         c = c.to(q.dtype)
     if index is not None and index.device != c.device:
         index = index.to(c.device)
+    if _per_query_kernel is not None and index is not None and index.dim() == 2:
+        out = _per_query_kernel(q, c, index, kind)
+        if out is not None:
+            return out
     if chunk_elements is None:
         chunk_elements = chunk_elements_for(q.device, q.element_size())
     return _PairwiseDistance.apply(q.contiguous(), c.contiguous(), index, kind, chunk_elements)
