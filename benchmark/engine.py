@@ -29,7 +29,7 @@ from benchmark.config import RunConfig, component_config
 from benchmark.cost import CostLog, RoundTimer
 from benchmark.determinism import DeterminismWatch, configure as configure_determinism
 from benchmark.precision import apply_matmul_precision
-from benchmark.kge.triton_ops import select_distance_kernel
+from benchmark.kge.triton_training import select_distance_kernel
 from benchmark.errors import BenchmarkError
 from benchmark.guard import verdict as guard_verdict
 from benchmark.federation import FederatedData, FederationMeta, build_federation

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark.kge import ops, triton_ops
+from benchmark.kge import ops, triton_ops, triton_training
 from benchmark.kge.evaluation import FilterIndex, evaluate_filtered
 
 pytestmark = pytest.mark.skipif(not triton_ops.available(), reason="Triton is not installed (it is with CUDA torch)")
@@ -122,7 +122,7 @@ def check_gathered_training_kernel(device: torch.device) -> None:
         with torch.no_grad():
             c[0] = q[0]  # and one at distance 0
         w = torch.randn(B, N, generator=g).to(device)
-        got = triton_ops.gathered_distance(q, c, idx)
+        got = triton_training.gathered_distance(q, c, idx)
         want = ops.pairwise_distance(q, c, idx)
         assert torch.allclose(got, want, rtol=1e-5, atol=1e-5), (B, N, K)
         gq, gc = torch.autograd.grad((got * w).sum(), (q, c))
@@ -138,21 +138,21 @@ def check_distance_kernel_setting(device: torch.device) -> None:
 
     q, c = torch.randn(4, 12, device=device), torch.randn(9, 12, device=device)
     idx = torch.randint(0, 9, (4, 6), device=device)
-    triton_ops.select_distance_kernel("triton", device)
+    triton_training.select_distance_kernel("triton", device)
     try:
-        assert ops._per_query_kernel is triton_ops._training_hook
+        assert ops._per_query_kernel is triton_training._training_hook
         assert torch.allclose(ops.pairwise_distance(q, c, idx), ops.pairwise_distance_reference(q, c, idx), atol=1e-5)
         assert torch.equal(ops.pairwise_distance(q, c), ops._PairwiseDistance.apply(q, c, None, "complex", 1 << 20))
     finally:
-        triton_ops.select_distance_kernel("eager", device)
+        triton_training.select_distance_kernel("eager", device)
     assert ops._per_query_kernel is None
     import tempfile
 
     records = []
     cache = tempfile.mkdtemp(prefix="fedmm_triton_")
     calls = []
-    kernel_fn = triton_ops.gathered_distance
-    triton_ops.gathered_distance = lambda *a: calls.append(1) or kernel_fn(*a)
+    kernel_fn = triton_training.gathered_distance
+    triton_training.gathered_distance = lambda *a: calls.append(1) or kernel_fn(*a)
     for kernel in ("eager", "triton"):
         cfg = load_config(None, ["dataset.name=synthetic_kg", "dataset.num_entities=60", "partition.name=relation_id",
                                  "partition.num_clients=2", "missing.name=kg_items", "missing.rate=0.5",
@@ -162,9 +162,9 @@ def check_distance_kernel_setting(device: torch.device) -> None:
                                  "train.local_epochs=1", f"train.device={device.type}",
                                  f"train.distance_kernel={kernel}"])
         records.append(Engine(cfg).run(resume=False))
-        assert ops._per_query_kernel is (None if kernel == "eager" else triton_ops._training_hook)
-    triton_ops.select_distance_kernel("eager", device)
-    triton_ops.gathered_distance = kernel_fn
+        assert ops._per_query_kernel is (None if kernel == "eager" else triton_training._training_hook)
+    triton_training.select_distance_kernel("eager", device)
+    triton_training.gathered_distance = kernel_fn
     assert calls  # the triton run's training went through the kernels
     eager, tiled = (r["metrics"]["test/mrr"] for r in records)
     assert records[1]["status"] == "ok" and abs(eager - tiled) < 1e-3, (eager, tiled)
@@ -190,9 +190,9 @@ def test_the_triton_distance_kernel_is_refused_where_it_cannot_run() -> None:
 
     if not triton_ops.interpreted():
         with pytest.raises(ConfigError, match="needs Triton and a CUDA device"):
-            triton_ops.select_distance_kernel("triton", torch.device("cpu"))
+            triton_training.select_distance_kernel("triton", torch.device("cpu"))
     with pytest.raises(ConfigError, match="must be one of eager, triton"):
-        triton_ops.select_distance_kernel("fused", torch.device("cpu"))
+        triton_training.select_distance_kernel("fused", torch.device("cpu"))
     assert ops._per_query_kernel is None
 
 
