@@ -31,6 +31,15 @@ def rotate_distance_outer(qt, ct, out, B, N, K, stride_qt, stride_ct, stride_o, 
     tl.store(out + rq[:, None] * stride_o + rn[None, :], acc, mask=mq[:, None] & mn[None, :])
 
 
+@triton.jit
+def _minus_candidates(qr, qi, c, rows, rk, m2, K, stride_c):  # noqa: ANN001, N803
+    """``(q - c_row)`` real and imaginary parts for a ``[rows, coordinates]`` tile of candidate
+    rows read in place (masked lanes load 0)."""
+    c_at = c + rows[:, None] * stride_c + rk[None, :]
+    return (qr[None, :] - tl.load(c_at, mask=m2, other=0.0),
+            qi[None, :] - tl.load(c_at + K, mask=m2, other=0.0))
+
+
 def rotate_gather_forward(q, c, idx, out, N, K, stride_q, stride_c, stride_i, stride_o,  # noqa: ANN001, N803
                           BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # noqa: N803
     """Training distances to per-query candidates: ``out[b, n] = sum_k |q_bk - c_{idx[b, n], k}|``
@@ -47,9 +56,7 @@ def rotate_gather_forward(q, c, idx, out, N, K, stride_q, stride_c, stride_i, st
         m2 = mn[:, None] & mk[None, :]
         qr = tl.load(q + b * stride_q + rk, mask=mk, other=0.0)
         qi = tl.load(q + b * stride_q + K + rk, mask=mk, other=0.0)
-        c_at = c + rows[:, None] * stride_c + rk[None, :]
-        dr = qr[None, :] - tl.load(c_at, mask=m2, other=0.0)
-        di = qi[None, :] - tl.load(c_at + K, mask=m2, other=0.0)
+        dr, di = _minus_candidates(qr, qi, c, rows, rk, m2, K, stride_c)
         acc += tl.sum(tl.sqrt(dr * dr + di * di), axis=1)
     tl.store(out + b * stride_o + rn, acc, mask=mn)
 
@@ -73,9 +80,7 @@ def rotate_gather_backward(q, c, idx, g, gq, gcand, N, K, stride_q, stride_c, st
         m2 = mn[:, None] & mk[None, :]
         rows = tl.load(idx + b * stride_i + rn, mask=mn, other=0)
         gg = tl.load(g + b * stride_g + rn, mask=mn, other=0.0)
-        c_at = c + rows[:, None] * stride_c + rk[None, :]
-        dr = qr[None, :] - tl.load(c_at, mask=m2, other=0.0)
-        di = qi[None, :] - tl.load(c_at + K, mask=m2, other=0.0)
+        dr, di = _minus_candidates(qr, qi, c, rows, rk, m2, K, stride_c)
         scale = gg[:, None] / tl.sqrt(tl.maximum(dr * dr + di * di, EPS))
         wr = dr * scale
         wi = di * scale
