@@ -158,7 +158,7 @@ def check_distance_kernel_setting(device: torch.device) -> None:
                                  "partition.num_clients=2", "missing.name=kg_items", "missing.rate=0.5",
                                  f"output.cache_dir={cache}", f"output.checkpoint_dir={cache}/ckpt",
                                  "task.name=kg_completion", "task.dim=8",
-                                 "task.num_negatives=8", "task.batch_size=32", "algorithm.name=fede", "train.rounds=2",
+                                 "task.num_negatives=8", "task.batch_size=128", "algorithm.name=fede", "train.rounds=1",
                                  "train.local_epochs=1", f"train.device={device.type}",
                                  f"train.distance_kernel={kernel}"])
         records.append(Engine(cfg).run(resume=False))
