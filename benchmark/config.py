@@ -113,8 +113,9 @@ class TrainConfig:
     deterministic: bool = opt(True, "torch deterministic algorithms: same seed, same numbers on one GPU")
     matmul_precision: str = opt("highest", "highest (fp32), high (TF32) or medium (bf16) matmuls",
                                 choices=("highest", "high", "medium"))
-    distance_kernel: str = opt("eager", "KG training's per-query distances: eager, or triton (CUDA only; "
-                                        "sums in another order)", choices=("eager", "triton"))
+    distance_kernel: str = opt("eager", "KG distance kernels: eager, or triton (CUDA only: training's per-query "
+                                        "negatives and evaluation over every entity; sums in another order)",
+                               choices=("eager", "triton"))
 
 
 def _tracker_names() -> tuple[str, ...]:

@@ -131,8 +131,9 @@ def check_gathered_training_kernel(device: torch.device) -> None:
 
 
 def check_distance_kernel_setting(device: torch.device) -> None:
-    """``select_distance_kernel`` routes pairwise_distance's per-query path to the kernels and back;
-    shared tables stay eager; a KG run with the setting trains and scores like the eager one."""
+    """``select_distance_kernel`` routes pairwise_distance's per-query path to the gathering
+    kernels and its shared-table forward pass to the tiled one, and back; a KG run with the
+    setting trains (through the kernels) and scores like the eager one."""
     from benchmark.config import load_config
     from benchmark.engine import Engine
 
@@ -141,11 +142,13 @@ def check_distance_kernel_setting(device: torch.device) -> None:
     triton_training.select_distance_kernel("triton", device)
     try:
         assert ops._per_query_kernel is triton_training._training_hook
+        assert ops._forward_block is triton_ops._tiled_block  # a shared table: the tiled kernel
         assert torch.allclose(ops.pairwise_distance(q, c, idx), ops.pairwise_distance_reference(q, c, idx), atol=1e-5)
-        assert torch.equal(ops.pairwise_distance(q, c), ops._PairwiseDistance.apply(q, c, None, "complex", 1 << 20))
+        assert torch.allclose(ops.pairwise_distance(q, c), ops.pairwise_distance_reference(q, c), atol=1e-5)
+        assert torch.allclose(ops.pairwise_distance(q, c, kind="l1"), ops.pairwise_distance_reference(q, c, kind="l1"))
     finally:
         triton_training.select_distance_kernel("eager", device)
-    assert ops._per_query_kernel is None
+    assert ops._per_query_kernel is None and ops._forward_block is ops._distance_block
     import tempfile
 
     records = []

@@ -44,6 +44,7 @@ from benchmark.determinism import configure as configure_determinism
 from benchmark.errors import BenchmarkError
 from benchmark.federation import ClientData, FederationMeta, availability_from_counts, held_counts
 from benchmark.precision import apply_matmul_precision
+from benchmark.kge.triton_training import select_distance_kernel
 from benchmark.roles import ClientSide
 
 if TYPE_CHECKING:
@@ -284,6 +285,7 @@ def _client_side(cfg: RunConfig, meta: FederationMeta) -> ClientSide:
     device = resolve_device(cfg.train.device)
     configure_determinism(cfg.train.deterministic)
     apply_matmul_precision(cfg.train.matmul_precision)
+    select_distance_kernel(cfg.train.distance_kernel, device)
     task = R.TASKS.get(cfg.task.name)(component_config(R.TASKS, cfg.task, "task"))
     algo_cls = R.ALGORITHMS.get(cfg.algorithm.name)
     ctx = AlgoContext(run=cfg, task=task, modalities=meta.modalities, feature_dims=meta.feature_dims,

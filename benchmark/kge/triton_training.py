@@ -1,4 +1,6 @@
-"""Opt-in Triton kernels for KG training's per-query negatives (``train.distance_kernel: triton``).
+"""Opt-in Triton distance kernels for KG runs (``train.distance_kernel: triton``): gathering
+kernels for training's per-query negatives, and ``triton_ops``' tiled kernel for the forward
+pass over a shared candidate table (filtered evaluation over every entity).
 
 CUDA only, off by default: the engine's per-query negatives (``index`` ``[B, N]``) are scored
 by ``gathered_distance``, whose kernels read each candidate row where it is in the table and
@@ -20,7 +22,7 @@ from torch import Tensor
 
 from benchmark.errors import ConfigError
 from benchmark.kge import ops
-from benchmark.kge.triton_ops import available, interpreted
+from benchmark.kge.triton_ops import _tiled_block, _transposed, available, interpreted
 
 
 class _GatheredDistance(torch.autograd.Function):
@@ -89,14 +91,19 @@ DISTANCE_KERNELS = ("eager", "triton")
 
 
 def select_distance_kernel(name: str, device: torch.device) -> None:
-    """Install (``triton``) or remove (``eager``) the gathering kernels for training's per-query
-    candidates; a run's engine calls it with its config, so the choice is the run's own."""
+    """Install (``triton``) or remove (``eager``) the Triton kernels: the gathering ones for
+    training's per-query candidates, the tiled one (``triton_ops.DEFAULT_TILE``) for forward
+    passes over a shared table. A run's engine, and each Flower client, calls it with its
+    config, so the choice is the run's own."""
     if name not in DISTANCE_KERNELS:
         raise ConfigError(f"train.distance_kernel must be one of {', '.join(DISTANCE_KERNELS)}, got '{name}'")
     if name == "eager":
         ops._per_query_kernel = None
+        ops._forward_block = ops._distance_block
+        _transposed.clear()  # (the tiled kernel's cached table)
         return
     if not available() or (device.type != "cuda" and not interpreted()):
         raise ConfigError("train.distance_kernel: triton needs Triton and a CUDA device (on the CPU only Triton's "
                           "interpreter runs it, TRITON_INTERPRET=1); use eager")
     ops._per_query_kernel = _training_hook
+    ops._forward_block = _tiled_block
