@@ -9,7 +9,7 @@
 #      distance kernel; then bench kg --imputers --profile: MMFedE-AE and MMFeD3-HidE batches profiled;
 #   3. bench (graph FedAvg) on CUDA: harness over bare loop;
 #   4. one paper-scale round of MMFedE and of MMFeD3-HidE on FB15K-237 Fed3 (seconds per round), and
-#      on CUDA one more of MMFeD3-HidE with train.distance_kernel: triton;
+#      on CUDA one more of each with train.distance_kernel: triton;
 #   5. paper-scale records of Table VI's S-Ind and MMCen (Fed3, seed 0) at ROUNDS5 (3) rounds.
 #
 # Before the call, here: bash benchmarks/gpu_pack.sh (it fills .gpu with the FB15K-237 files and
@@ -95,7 +95,7 @@ for step in $STEPS; do
       ;;
     4)
       # algorithm, imputer, training distance kernel; the triton one runs on CUDA only
-      runs=("mmfede none eager" "mmfed3 hide eager" "mmfed3 hide triton")
+      runs=("mmfede none eager" "mmfed3 hide eager" "mmfede none triton" "mmfed3 hide triton")
       [ "$DEVICE" = cpu ] && runs=("mmfede none eager" "mmfed3 hide eager")
       for run in "${runs[@]}"; do
         set -- $run
