@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from benchmark.kge import triton_ops
+from benchmark.kge.triton_training import select_distance_kernel
 from benchmark.kge.ops import chunk_elements_for, compiled_forward
 from benchmark.training import LocalLoop
 
@@ -326,13 +327,19 @@ def bench_kg(data: KGData, harness: tuple, sizes: KGSizes, dev: torch.device, al
             _sync(dev)
             return time.perf_counter() - t0, mrr
 
-    c_eval = c_mrr = None
+    c_eval = c_mrr = t_train_s = None
     tiled: dict[str, tuple[float, float]] = {}  # tile name -> (seconds, MRR)
     if dev.type == "cuda" if alternatives is None else alternatives:  # a fused distance kernel, then tiled ones
         c_eval, c_mrr = timed_eval_within(compiled_forward(compile_backend))
         if triton_ops.available():
             for tile in triton_ops.TILES:
                 tiled[tile.name] = timed_eval_within(triton_ops.tiled_forward(tile))
+            # the harness step again with train.distance_kernel: triton (the gathering kernels)
+            select_distance_kernel("triton", dev)
+            try:
+                t_train_s = median_seconds([h_step], dev, sizes.warmup, sizes.timed)[0]
+            finally:
+                select_distance_kernel("eager", dev)
 
     print(f"bench kg: {data.source}: {data.num_entities} entities, {data.num_relations} relations, "
           f"{len(queries)} training queries (triples + inverses); RotatE complex dim {sizes.dim}, batch {sizes.batch}, "
@@ -345,6 +352,9 @@ def bench_kg(data: KGData, harness: tuple, sizes: KGSizes, dev: torch.device, al
         ["bare PyTorch RotatE reference", f"{sizes.positives / r_s:,.0f}", f"{r_ops:,.0f}", f"{r_eval:.2f}", f"{r_mrr:.4f}"],
         ["ratio harness / reference", f"{r_s / h_s:.2f}x", f"{h_ops / r_ops:.2f}x", f"{h_eval / r_eval:.2f}x", ""],
     ]
+    if t_train_s is not None:
+        rows.append(["harness training, train.distance_kernel: triton (ratio: its time / the eager harness's)",
+                     f"{sizes.positives / t_train_s:,.0f} ({t_train_s / h_s:.2f}x)", "", "", ""])
     if c_eval is not None:
         rows.append(["harness evaluation, distances by a torch.compile'd kernel", "", "", f"{c_eval:.2f}", f"{c_mrr:.4f}"])
     for name, (t_eval, t_mrr) in tiled.items():
@@ -357,7 +367,8 @@ def bench_kg(data: KGData, harness: tuple, sizes: KGSizes, dev: torch.device, al
             "reference_pos_per_s": sizes.positives / r_s, "harness_ops": h_ops, "reference_ops": r_ops,
             "harness_eval_s": h_eval, "reference_eval_s": r_eval, "compiled_eval_s": c_eval,
             "tiled_eval_s": min((t for t, _ in tiled.values()), default=None),
-            "tiled_eval_s_by_tile": {name: t for name, (t, _) in tiled.items()}, "deterministic": det_line}
+            "tiled_eval_s_by_tile": {name: t for name, (t, _) in tiled.items()},
+            "triton_train_pos_per_s": None if t_train_s is None else sizes.positives / t_train_s, "deterministic": det_line}
 
 
 # --------------------------------------------------------------------------- imputer cost

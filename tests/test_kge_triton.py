@@ -94,7 +94,7 @@ def check_evaluation(device: torch.device) -> None:
 
 def check_bench_rows(device: torch.device) -> None:
     """bench kg's alternative-kernel rows (on by default on CUDA only): one timed evaluation per
-    tile shape, each scoring the eager evaluation's MRR."""
+    tile shape, and the harness's training step with the Triton training kernels."""
     from benchmark.bench_kg import KGData, KGSizes, bench_kg
     from fedmm_bench.bench import kg_harness_setup
 
@@ -107,6 +107,7 @@ def check_bench_rows(device: torch.device) -> None:
                    compile_backend="eager")
     assert list(out["tiled_eval_s_by_tile"]) == [tile.name for tile in triton_ops.TILES]
     assert out["tiled_eval_s"] == min(out["tiled_eval_s_by_tile"].values()) > 0 and out["compiled_eval_s"] > 0
+    assert out["triton_train_pos_per_s"] > 0 and ops._per_query_kernel is None  # timed, then eager again
 
 
 def check_gathered_training_kernel(device: torch.device) -> None:
