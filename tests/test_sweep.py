@@ -255,6 +255,23 @@ def test_a_higher_algorithm_revision_makes_records_stale(monkeypatch):
     assert record.provenance["algorithm_revision"] == 3 and stale_reasons(record, cfg) == []
 
 
+def test_the_triton_distance_kernel_is_part_of_the_protocol_and_eager_is_not():
+    """train.distance_kernel: triton sums in another order, so its records measure another
+    protocol; eager is how records were always made, so records without the key stay current."""
+    from benchmark.record import Record
+    from benchmark.results import protocol_hash, stale_reasons
+
+    eager = build_run_config({"task": {"name": "kg_completion"}, "algorithm": {"name": "fede"}})
+    triton = build_run_config({"task": {"name": "kg_completion"}, "algorithm": {"name": "fede"},
+                               "train": {"distance_kernel": "triton"}})
+    older = eager.to_dict()
+    del older["train"]["distance_kernel"]  # a record made before the option existed
+    old = Record(status="ok", seed=0, provenance={"protocol": protocol_hash(eager)}, config=older)
+    assert stale_reasons(old, eager) == [] and stale_reasons(old, triton) == ["protocol"]
+    made = Record(status="ok", seed=0, provenance={"protocol": protocol_hash(triton)}, config=triton.to_dict())
+    assert stale_reasons(made, triton) == [] and stale_reasons(made, eager) == ["protocol"]
+
+
 def test_failed_cells_are_kept_with_a_hint_to_retry(caplog):
     from benchmark.record import Record
     from benchmark.sweep import done_cells

@@ -96,11 +96,12 @@ def _distance_block_pure(q: Tensor, cand: Tensor, kind: str) -> Tensor:
     return (diff[..., :k] * diff[..., :k] + diff[..., k:] * diff[..., k:]).sqrt().sum(-1)
 
 
-#: the forward pass's distance block (swapped by ``compiled_forward``)
+#: the forward pass's distance block (swapped by ``compiled_forward`` and ``triton_ops.tiled_forward``
+#: for measurement, and by ``triton_training.select_distance_kernel`` for a triton run)
 _forward_block = _distance_block
 
 #: training's per-query candidates under ``train.distance_kernel: triton``
-#: (``triton_ops.select_distance_kernel``): ``(q, c, index, kind)`` -> distances, or None where
+#: (``triton_training.select_distance_kernel``): ``(q, c, index, kind)`` -> distances, or None where
 #: it does not apply (the Function below then runs); None: always the Function
 _per_query_kernel: Callable[[Tensor, Tensor, Tensor, str], Tensor | None] | None = None
 
