@@ -1,9 +1,11 @@
-"""The tiled Triton RotatE distance (benchmark/kge/triton_ops.py): the numbers of the eager
-kernel. On CUDA Triton compiles it; on the CPU the same checks run in a subprocess under
-Triton's interpreter (TRITON_INTERPRET=1 must be set before triton is first imported)."""
+"""The Triton RotatE distances (benchmark/kge/triton_ops.py, triton_training.py): the numbers
+of the eager kernels. On CUDA Triton compiles them; on the CPU the same checks run in one
+subprocess under Triton's interpreter (TRITON_INTERPRET=1 must be set before triton is first
+imported)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -178,15 +180,26 @@ CHECKS = (check_distances, check_candidate_cache, check_routing, check_evaluatio
           check_gathered_training_kernel, check_distance_kernel_setting)
 
 
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, str]:
+    """On the CPU: every check once, in one subprocess under TRITON_INTERPRET=1 (one start-up of
+    torch and Triton for all of them): check name -> "ok" or its traceback."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
+    done = subprocess.run([sys.executable, str(Path(__file__))], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)
+    results = {name: json.loads(outcome) for name, _, outcome in
+               (line[len("RESULT "):].partition(" ") for line in done.stdout.splitlines() if line.startswith("RESULT "))}
+    results["(the run)"] = f"exit {done.returncode}: {done.stderr[-4000:]}"
+    return results
+
+
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__)
-def test_tiled_kernel(check, device: torch.device) -> None:
+def test_tiled_kernel(check, device: torch.device, request: pytest.FixtureRequest) -> None:
     if device.type == "cuda":
         check(device)
         return
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
-    done = subprocess.run([sys.executable, str(Path(__file__)), check.__name__], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout[-2000:] + done.stderr[-4000:]
+    results = request.getfixturevalue("interpreted")
+    assert results.get(check.__name__) == "ok", results.get(check.__name__) or results["(the run)"]
 
 
 def test_the_triton_distance_kernel_is_refused_where_it_cannot_run() -> None:
@@ -209,7 +222,16 @@ def test_the_cpu_without_the_interpreter_keeps_the_eager_block() -> None:
             assert torch.equal(ops.pairwise_distance(q, c), ops._distance_block(q, c, "complex"))
 
 
-if __name__ == "__main__":  # the CPU run of one check, under TRITON_INTERPRET=1 (see test_tiled_kernel)
+if __name__ == "__main__":  # the CPU run of every check, under TRITON_INTERPRET=1 (see ``interpreted``)
+    import traceback
+
     assert triton_ops.interpreted()
-    {f.__name__: f for f in CHECKS}[sys.argv[1]](torch.device("cpu"))
-    print("ok")
+    for check in CHECKS:
+        try:
+            check(torch.device("cpu"))
+            outcome = "ok"
+        except Exception:  # noqa: BLE001 - reported to the test of this check
+            outcome = traceback.format_exc()
+        finally:
+            triton_training.select_distance_kernel("eager", torch.device("cpu"))
+        print(f"RESULT {check.__name__} {json.dumps(outcome)}", flush=True)
