@@ -45,7 +45,7 @@ def rotate_gather_forward(q, c, idx, out, N, K, stride_q, stride_c, stride_i, st
     """Training distances to per-query candidates: ``out[b, n] = sum_k |q_bk - c_{idx[b, n], k}|``
     for query ``b`` and ``BLOCK_N`` of its candidates, whose rows are read where they are in the
     table (no gathered ``[B, N, 2K]`` copy, no ``[B, N, K]`` temporaries)."""
-    b = tl.program_id(0)
+    b = tl.program_id(0).to(tl.int64)  # offsets in int64: B * N * 2K can pass 2**31
     rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mn = rn < N
     rows = tl.load(idx + b * stride_i + rn, mask=mn, other=0)
@@ -67,7 +67,7 @@ def rotate_gather_backward(q, c, idx, g, gq, gcand, N, K, stride_q, stride_c, st
     coordinates: with ``w = g_bn (q_b - c_n) / max(|q_b - c_n|_k, sqrt(EPS))`` (the eager
     kernel's subgradient and floor), ``gq[b] = sum_n w`` and ``gcand[b, n] = -w``, which the
     caller adds into the table's gradient at ``idx`` (deterministically, by ``index_add_``)."""
-    b = tl.program_id(0)
+    b = tl.program_id(0).to(tl.int64)  # offsets in int64: B * N * 2K can pass 2**31
     rk = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
     mk = rk < K
     qr = tl.load(q + b * stride_q + rk, mask=mk, other=0.0)
