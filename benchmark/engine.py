@@ -433,7 +433,8 @@ class Engine:
             server_memory_mb=sim.cost.server_memory_mb if sim.cost else None,
             bytes_per_round=(sim.ledger.total_bytes("up", "train") + sim.ledger.total_bytes("down", "train"))
             / max(rounds_run, 1),
-            algorithm={"name": self.cfg.algorithm.name, "personalized": self.algo_cls.personalized,
+            algorithm={"name": self.cfg.algorithm.name, "display_name": R.display_name(self.cfg.algorithm.name),
+                       "personalized": self.algo_cls.personalized,
                        "constant_scores": bool(getattr(self.algo_cls, "constant_scores", False))},
             config=self.cfg.to_dict(),
             provenance=provenance(self.cfg, self.meta.artifact_hash, self.meta.artifact_recipe, self.device),

@@ -143,6 +143,23 @@ def load_plugins() -> None:
     _loaded = True
 
 
+def display_name(algorithm: str) -> str:
+    """How tables and the leaderboard name an algorithm no suite labels (a submitted method):
+    the class's ``display_name`` when it sets one, else its docstring's lead before a colon
+    ("Template: FedAvg with ..." -> "Template", a citation in brackets dropped) when that is a
+    short name, else the registry key."""
+    load_plugins()
+    if algorithm not in ALGORITHMS:
+        return algorithm
+    cls = ALGORITHMS.get(algorithm)
+    own = getattr(cls, "display_name", "")
+    if isinstance(own, str) and own.strip():
+        return own.strip()
+    lead, colon, _ = first_doc_line(cls).partition(":")
+    lead = lead.split(" (")[0].strip()  # "FedGCN (Yao et al., 2023)" -> "FedGCN"
+    return lead if colon and lead and len(lead) <= 40 and len(lead.split()) <= 4 else algorithm
+
+
 def applicable(algorithm: str, task: str) -> bool:
     """Whether ``algorithm`` runs ``task``: False only when the algorithm is registered and its
     ``tasks`` do not name the task. The one answer the engine (refuses the run), the sweep (skips

@@ -457,9 +457,11 @@ def check_overrides(suite: Any, scale: str, overrides: Mapping[str, Any]) -> Non
     """ConfigError (with the closest valid key, as ``run`` gives) when ``--set`` makes any cell
     of the suite invalid; otherwise every cell would run, fail, and count as a regression."""
     from benchmark.config import build_run_config, deep_merge, expand_dotted
+    from benchmark.grid_keys import refuse_grid_overrides
 
     if not overrides:
         return
+    refuse_grid_overrides(suite, dict(overrides))
     for cell in suite.cells(scale, validate=False):
         build_run_config(deep_merge(cell.config, expand_dotted(dict(overrides))))
 

@@ -442,39 +442,45 @@ def run_submitted_cell(path: str, name: str, info: dict[str, str], cell: Any, re
 
 
 def submission_cells(sub: Submission, suite: Any, scale: str | None) -> list[Any]:
-    """The suite's cells with this algorithm in place of the suite's algorithms."""
-    from benchmark.sweep import Suite
+    """The suite's cells with this algorithm as one more row beside the suite's methods
+    (:func:`benchmark.sweep.method_cells`: the settings of its reference rows, the method's own
+    options at their defaults), so its records sit beside the stored baselines."""
+    from benchmark.sweep import method_cells
 
-    grid = {k: v for k, v in suite.grid.items() if not k.startswith("algorithm.")}
-    grid = {"algorithm.name": [sub.name], **grid}
-    spec = copy.deepcopy(suite.spec)
-    spec["base"] = _strip_algorithm_options(spec.get("base") or {}, sub.name)
-    scales = spec.get("scales") or {}
-    for sc, over in list(scales.items()):
-        scales[sc] = {k: v for k, v in (over or {}).items() if not str(k).startswith("algorithm")}
-    grids = None
-    if suite.grids:  # list-form grid: swap the algorithm in each sub-grid
-        grids = [{"algorithm.name": [sub.name], **{k: v for k, v in g.items() if not k.startswith("algorithm.")}}
-                 for g in suite.grids]
-    mine = Suite(name=suite.name, path=suite.path, spec=spec, grid=grid, seeds=list(suite.seeds), grids=grids,
-                 axes=suite.axes)
     try:
-        return mine.cells(scale)
+        return method_cells(suite, scale, sub.name)
     except BenchmarkError as e:
         raise SubmissionRejected(f"{sub.path.name}: suite '{suite.name}' cannot run it: {_one_line(str(e))}") from None
 
 
+def estimated_seconds(store: Path, cells: int) -> str:
+    """What ``cells`` new cells cost, from the wall time of the store's stored cells: one line,
+    or '' when the store holds none to go by."""
+    from benchmark.results import ResultStore
+
+    walls = [float(r.wall_time_s) for r in (ResultStore(store).read() if store.is_file() else [])
+             if r.ok and isinstance(r.wall_time_s, (int, float)) and r.wall_time_s > 0]
+    if not walls:
+        return ""
+    mean = sum(walls) / len(walls)
+    total = mean * cells
+    shown = f"{total:.0f} CPU-seconds" if total < 120 else f"{total / 60:.0f} CPU-minutes"
+    return f"about {shown} ({cells} cells at the {mean:.0f} s mean of {len(walls)} stored cells)"
+
+
 def run_submission_suite(sub: Submission, suite_name: str, scale: str | None, jobs: int,
-                         results_dir: str | Path, progress: bool = True) -> tuple[list[Record], str, str]:
-    """Run every cell of one suite for the submission; returns (records, suite name, scale)."""
+                         results_dir: str | Path, progress: bool = True,
+                         only: dict[str, Any] | None = None) -> tuple[list[Record], str, str]:
+    """Run every cell of one suite for the submission (those matching ``only``, as ``sweep
+    --only`` selects); returns (records, suite name, scale)."""
     from joblib import Parallel, delayed
     from tqdm.auto import tqdm
 
-    from benchmark.sweep import closing_parallel, load_suite
+    from benchmark.sweep import closing_parallel, load_suite, select_cells
 
     suite = load_suite(suite_name)
     scale = scale or suite.default_scale
-    cells = submission_cells(sub, suite, scale)
+    cells = select_cells(submission_cells(sub, suite, scale), only or {})
     # a mixed-task suite runs the cells of the tasks the method declares (the others print N/A,
     # as for every built-in method); a suite with none of its tasks is a mistake
     def task_of(c: Any) -> str:
@@ -487,6 +493,9 @@ def run_submission_suite(sub: Submission, suite_name: str, scale: str | None, jo
                                  f"'{sub.name}' does not support (tasks = {sub.cls.tasks})")
     cells = supported
     out = str(suite.results_path(results_dir, scale))
+    cost = estimated_seconds(Path(out), len(cells))
+    print(f"{suite.name}[{scale}]: {len(cells)} cells beside the stored baselines"
+          f"{'; ' + cost if cost else ''}", flush=True)
     jobs = max(1, min(jobs, len(cells)))
     threads = threads_per_job(jobs)  # FEDMM_THREADS overrides
     args = (str(sub.path), sub.name, sub.info)
@@ -512,7 +521,8 @@ def run_submission_suite(sub: Submission, suite_name: str, scale: str | None, jo
 
 def submit(path: str | Path, suites: list[str] | None = None, scale: str | None = None, jobs: int = 1,
            results_dir: str | Path = "results", out_dir: str | Path = "tables", leaderboard: bool = True,
-           progress: bool = True, flower: bool = True) -> tuple[Submission, list[dict[str, Any]]]:
+           progress: bool = True, flower: bool = True,
+           only: dict[str, Any] | None = None) -> tuple[Submission, list[dict[str, Any]]]:
     """All gates, then the suites, then the leaderboard; returns the submission and its records.
 
     Importing the file runs its code with the user's privileges: submit only files you trust.
@@ -527,7 +537,7 @@ def submit(path: str | Path, suites: list[str] | None = None, scale: str | None 
         progress_note.start_suites(sub, suites or [], scale)
         records: list[Record] = []
         for name in suites or []:
-            recs, suite_name, sc = run_submission_suite(sub, name, scale, jobs, results_dir, progress)
+            recs, suite_name, sc = run_submission_suite(sub, name, scale, jobs, results_dir, progress, only)
             _print_suite(suite_name, sc, recs)
             records += recs
         if not suites:
@@ -611,8 +621,10 @@ class SubmitProgress:
 
 def cmd_submit(a: argparse.Namespace) -> int:
     """`submit`: exit 0 when accepted and every suite cell succeeded, 1 when a cell failed."""
+    from benchmark.config import parse_override
+
     _, records = submit(a.file, a.suites, a.scale, a.jobs, a.results, a.out, leaderboard=a.leaderboard,
-                        flower=a.flower)
+                        flower=a.flower, only=dict(parse_override(o) for o in a.only))
     return 0 if all(r.ok for r in records) else 1
 
 
@@ -624,6 +636,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="run this suite with the method in place of the suite's algorithms (repeatable)")
     p.add_argument("--scale", choices=("tiny", "small", "paper"), help="scale of the suites (default: each suite's)")
     p.add_argument("--jobs", type=int, default=1, help="cells in parallel (joblib processes)")
+    p.add_argument("--only", action="append", default=[], metavar="KEY=VALUE",
+                   help="run only the suite's cells with this grid value or seed (repeatable), as sweep --only")
     p.add_argument("--results", default="results", help="results directory")
     p.add_argument("--out", default="tables", help="leaderboard output directory")
     p.add_argument("--no-leaderboard", dest="leaderboard", action="store_false", help="do not rebuild the leaderboard")

@@ -35,6 +35,7 @@ set it; it costs a torch import (a few seconds) per cell.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import logging
@@ -61,6 +62,7 @@ from benchmark.claims import try_claim
 from benchmark.config import (NAME_HELP, NAME_PATTERN, build_run_config, check_output_paths, deep_merge, expand_dotted,
                               load_yaml)
 from benchmark.errors import ConfigError, closest
+from benchmark.grid_keys import check_params_describe_config, refuse_grid_overrides
 from benchmark.results import GIT_STATE_ENV, ResultStore, git_state, stale_reasons
 from benchmark.record import Record, latest_records
 from benchmark.safe_yaml import clip, short_repr
@@ -112,7 +114,7 @@ class Suite:
     def results_path(self, results_dir: str | Path, scale: str) -> Path:
         return Path(results_dir) / self.name / f"{scale}.jsonl"
 
-    def _axis_overrides(self, key: str, label: Any, scale: str) -> dict[str, Any]:
+    def axis_overrides(self, key: str, label: Any, scale: str) -> dict[str, Any]:
         """Config overrides of one named-axis label at one scale (common part, then the scale's)."""
         entry = self.axes[key][str(label)] or {}
         common = {k: v for k, v in entry.items() if k not in SCALES}
@@ -139,7 +141,7 @@ class Suite:
                 over: dict[str, Any] = {}
                 for k, v in params.items():
                     if k in self.axes:
-                        over = deep_merge(over, self._axis_overrides(k, v, scale))
+                        over = deep_merge(over, self.axis_overrides(k, v, scale))
                 over = deep_merge(over, expand_dotted({k: v for k, v in params.items() if k not in self.axes}))
                 for seed in self.seeds:
                     cfg = deep_merge(base, over)
@@ -402,6 +404,54 @@ def reference_grids(grids: list[dict[str, list[Any]]], references: list[str],
 
 
 
+def _without_algorithm_options(over: dict[str, Any] | None) -> dict[str, Any]:
+    """Config overrides less every ``algorithm`` option: the suite's methods' options are no
+    options of another method (the method runs with its own defaults)."""
+    return {k: v for k, v in (over or {}).items() if not str(k).startswith("algorithm")}
+
+
+def method_cells(suite: Suite, scale: str | None, method: str, validate: bool = True) -> list[Cell]:
+    """The cells of ``method`` as one more row of the suite's grid: every setting the suite's
+    methods run (dataset, task, missingness, partition, seeds: the reference rows' settings,
+    :func:`reference_grids`) with this method in place, its own options at their defaults.
+    Their ids are those the cells would have if the suite's grid listed the method, so its
+    records sit beside the stored baselines in every table and the leaderboard."""
+    spec = copy.deepcopy(suite.spec)
+    spec["base"] = _without_algorithm_options(spec.get("base"))
+    spec["scales"] = {sc: _without_algorithm_options(over) for sc, over in (spec.get("scales") or {}).items()}
+    grids = reference_grids(suite.grids or [suite.grid], [method], suite.axes)
+    mine = Suite(name=suite.name, path=suite.path, spec=spec, grid=dict(grids[0]), seeds=list(suite.seeds),
+                 grids=grids, axes=suite.axes)
+    return mine.cells(scale, validate=validate)
+
+
+def beside_cell_ids(suite: Suite, scale: str, records: list[Record]) -> set[str]:
+    """The ids of the cells of every method the stored records ran beside the suite's own
+    (``--with-method``, ``submit``): the methods named in ``records`` that the grid does not list."""
+    own = set(suite.grid.get("algorithm.name") or [])
+    names = {str(r.params.get("algorithm.name")) for r in records if r.params and "algorithm.name" in r.params}
+    return {c.cell_id for name in sorted(names - own) for c in method_cells(suite, scale, name, validate=False)}
+
+
+def with_method_cells(suite: Suite, scale: str | None, method: str) -> list[Cell]:
+    """:func:`method_cells` for a registered method the suite does not run yet, or one line why not."""
+    from benchmark import registry as R
+
+    R.load_plugins()
+    if method not in R.ALGORITHMS:
+        raise ConfigError(f"--with-method {clip(method)}: no such algorithm{closest(method, R.ALGORITHMS.names())}; "
+                          f"a method in a file of its own runs beside the baselines with "
+                          f"`submit FILE --suite {suite.name}`")
+    if method in (suite.grid.get("algorithm.name") or []):
+        raise ConfigError(f"--with-method {clip(method)}: suite '{suite.name}' already runs it; "
+                          f"choose its cells with --only algorithm.name={method}")
+    cells = [c for c in method_cells(suite, scale, method) if applicable(c)]
+    if not cells:
+        raise ConfigError(f"--with-method {clip(method)}: it declares none of the tasks of suite "
+                          f"'{suite.name}' (its tasks: {', '.join(R.ALGORITHMS.get(method).tasks)})")
+    return cells
+
+
 def thread_lock_for_bars() -> None:
     """Give tqdm a thread lock in this process instead of its default multiprocessing one.
 
@@ -450,16 +500,21 @@ def _check_output_folders(cells: list[Cell]) -> None:
 
 
 def check_sweep_input(suite: Suite, scale: str | None, overrides: dict[str, Any] | None = None,
-                      only: dict[str, Any] | None = None) -> list[Cell]:
-    """The cells a sweep runs (``--only`` applied, ``--set`` merged), or a one-line error for
-    bad input (environment values, an ``--only`` that selects nothing, an unknown ``--set``
-    key, an unusable output folder) before any cell runs or anything is written."""
+                      only: dict[str, Any] | None = None, with_method: str | None = None) -> list[Cell]:
+    """The cells a sweep runs (``--only`` applied, ``--set`` merged; with ``with_method`` only
+    that method's cells beside the suite's, :func:`method_cells`), or a one-line error for
+    bad input (environment values, an ``--only`` that selects nothing, a ``--set`` on a grid
+    key or an unknown one, an unusable output folder) before any cell runs or anything is written."""
     check_environment()
-    cells = select_cells(suite.cells(scale or suite.default_scale), only or {})
+    scale = scale or suite.default_scale
+    every = with_method_cells(suite, scale, with_method) if with_method else suite.cells(scale)
+    cells = select_cells(every, only or {})
     if overrides:
+        refuse_grid_overrides(suite, overrides)  # a record must never name a setting that did not run
         for c in cells:
             c.config = deep_merge(c.config, expand_dotted(overrides))
             build_run_config(c.config)  # an unknown or bad --set key fails before any cell runs
+    check_params_describe_config(suite, cells)
     _check_output_folders(cells)
     return cells
 
@@ -470,8 +525,11 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
               only: dict[str, Any] | None = None,
               isolate: bool | None = None, backend: str = "joblib",
               address: str | None = None, keep_stale: bool = False,
-              cells: list[Cell] | None = None) -> tuple[list[dict[str, Any]], int]:
+              cells: list[Cell] | None = None,
+              with_method: str | None = None) -> tuple[list[dict[str, Any]], int]:
     """Run the cells not yet in the store; returns (all records of this suite+scale, cells run now).
+    ``with_method`` runs only that registered method's cells beside the suite's methods
+    (:func:`method_cells`).
 
     ``cells`` is :func:`check_sweep_input`'s answer when the caller already checked the input
     (the ``sweep`` verb does, before it touches the disk), so it is not computed twice.
@@ -488,7 +546,7 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     under another protocol or config) runs again, and its new record supersedes the old one
     in every report; ``keep_stale`` counts such records as done instead."""
     scale = scale or suite.default_scale
-    cells = cells if cells is not None else check_sweep_input(suite, scale, overrides, only)
+    cells = cells if cells is not None else check_sweep_input(suite, scale, overrides, only, with_method)
     if isolate is None:
         isolate = bool(suite.spec.get("isolate", False))
     runner = sweep_backend(backend)

@@ -81,13 +81,16 @@ def run(config: Any = None, /, *, scale: str = "tiny", progress: bool = False, *
 
 
 def sweep(suite: str, scale: str = "tiny", *, results: str | Path = "results", jobs: int = 1,
-          only: dict[str, Any] | None = None, progress: bool = False) -> list[Record]:
+          only: dict[str, Any] | None = None, progress: bool = False,
+          with_method: str | None = None) -> list[Record]:
     """Run the suite's cells missing from ``results/<suite>/<scale>.jsonl`` (a stored cell is
     skipped) and return the suite's current records, one per cell. ``only`` restricts the
-    run to cells with these grid values or seed (``{"partition.num_clients": 3}``)."""
+    run to cells with these grid values or seed (``{"partition.num_clients": 3}``);
+    ``with_method`` runs only that registered method's cells, one more row beside the suite's."""
     from benchmark.sweep import load_suite, run_suite
 
-    records, _ = run_suite(load_suite(suite), scale, jobs=jobs, results_dir=results, progress=progress, only=only)
+    records, _ = run_suite(load_suite(suite), scale, jobs=jobs, results_dir=results, progress=progress, only=only,
+                           with_method=with_method)
     return records
 
 

@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --backend ray: the address of a running Ray cluster (e.g. 10.0.0.5:6379 or auto)")
     s.add_argument("--only", action="append", default=[], metavar="KEY=VALUE",
                    help="run only the cells with this grid value or seed (repeatable), e.g. --only partition.num_clients=3")
+    s.add_argument("--with-method", default=None, metavar="NAME",
+                   help="run a registered method beside the suite's baselines: one more row of its grid, only its "
+                        "cells (a method in its own file: submit FILE --suite SUITE)")
     _add_set(s)
 
     pr = sub.add_parser("prepare", help="build (or load) the federated artifact and print its statistics")
@@ -185,10 +188,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     if a.address and a.backend != "ray":
         raise BenchmarkError("--address is for --backend ray")
     stats = is_stats_suite(suite)
-    if stats and (overrides or only):
-        flag = "--set" if overrides else "--only"
+    if stats and (overrides or only or a.with_method):
+        flag = "--set" if overrides else "--only" if only else "--with-method"
         raise BenchmarkError(f"suite '{suite.name}' computes dataset statistics; {flag} does not apply")
-    cells = None if stats else check_sweep_input(suite, a.scale, overrides, only)  # one line before any write
+    cells = None if stats else check_sweep_input(suite, a.scale, overrides, only, a.with_method)  # one line before any write
     if a.address:
         from benchmark.backends.ray_sweep import probe
 

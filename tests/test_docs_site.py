@@ -122,3 +122,14 @@ def test_the_adding_an_algorithm_skeleton_runs_as_written(tmp_path: Path) -> Non
     finally:
         ALGORITHMS.unregister(name)
         sys.modules.pop(path.stem, None)
+
+
+def test_adding_starts_with_the_template_as_it_is() -> None:
+    """docs/adding.md opens with the runnable skeleton, which is methods/template.py's code."""
+    text = (DOCS / "adding.md").read_text(encoding="utf-8")
+    first = text.index("## ")
+    assert text[first:].startswith("## Your method beside the baselines")
+    block = re.search(r"<!-- template:start -->\n```python\n(.*?)```\n<!-- template:end -->", text, flags=re.S)
+    assert block, "docs/adding.md has no template block"
+    src = (ROOT / "methods" / "template.py").read_text(encoding="utf-8")
+    assert block.group(1) == src[src.index("from __future__"):].rstrip() + "\n"

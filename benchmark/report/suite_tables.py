@@ -84,12 +84,16 @@ def is_pending(suite: Any, scale: str, results_dir: str | Path) -> bool:
 def suite_records(suite: Any, scale: str, results_dir: str | Path,
                   stored: list[Record] | None = None) -> list[Record]:
     """The newest record of each of the suite's cells at ``scale`` in ``results_dir`` (none when
-    the store does not exist); of each cell the store holds while the store is pending a re-run
+    the store does not exist), methods run beside the suite's included; of each cell the store holds while the store is pending a re-run
     (``results/pending_rerun.json``): until the re-run lands it reports what it was made from.
     ``stored``: the store's records when the caller has read them already."""
     from benchmark.results import ResultStore
 
     if stored is None:
         stored = ResultStore(suite.results_path(results_dir, scale)).read()
+    from benchmark.sweep import beside_cell_ids
+
     ids = None if is_pending(suite, scale, results_dir) else {c.cell_id for c in suite.cells(scale)}
+    if ids is not None:  # and every method run beside the suite's (sweep --with-method, submit)
+        ids |= beside_cell_ids(suite, scale, stored)
     return latest_records(stored, ids)

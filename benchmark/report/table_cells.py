@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from benchmark.record import Record
+from benchmark.registry import display_name
 from benchmark.errors import ConfigError, DataError, closest
 from benchmark.report.fidelity import Fidelity, FidelityCell, kendall_fidelity
 from benchmark.report.flags import (
@@ -113,6 +114,8 @@ class _Layout:
     def row_label(self, nk: Hashable) -> str:
         if nk not in self.spec.row_labels and isinstance(nk, str) and nk in REFERENCE_ALGORITHMS:
             return REFERENCE_ALGORITHMS[nk]
+        if nk not in self.spec.row_labels and "algorithm.name" in self.spec.rows and isinstance(nk, str):
+            return display_name(nk)  # a method the suite does not label (run beside it): the class's name
         return self.spec.row_labels.get(nk, _fmt_value(self.raw.get(nk, nk)))
 
     def group_label(self, group: RowKey) -> str:

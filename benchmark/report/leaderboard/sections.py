@@ -14,6 +14,7 @@ from typing import Any
 
 from benchmark.record import Record
 from benchmark.errors import BenchmarkError
+from benchmark.registry import display_name
 from benchmark.report.fidelity_summary import FidelityRow
 from benchmark.report.leaderboard.rows import ROBUSTNESS_X, Row, attach_auc, group_rows, primary_metric_for
 from benchmark.results import ResultStore
@@ -79,8 +80,12 @@ class Section:
         return self.track or row.task
 
     def method_label(self, row: Row) -> str:
-        """The row's method as the suite's table names it (its registry name when unnamed)."""
-        return self.labels.get(row.method, row.method)
+        """The row's method as the suite's table names it; a method the suite does not name (run
+        beside it, or submitted) by the display name its records carry, else its class's."""
+        if row.method in self.labels:
+            return self.labels[row.method]
+        stored = next((str(n) for r in row.records if (n := (r.algorithm or {}).get("display_name"))), "")
+        return stored or display_name(row.method)
 
     def param_label(self, key: str) -> str:
         return self.param_labels.get(key) or readable_key(key)
