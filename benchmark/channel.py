@@ -18,6 +18,7 @@ from benchmark.comm import Payload, RawDataFingerprint, audit_findings
 from benchmark.cost import ExchangeTiming, Stopwatch
 from benchmark.federation import ClientData, FederatedData, FederationMeta
 from benchmark.roles import ClientSide
+from benchmark.training import mean_last_loss, measured_losses
 
 Scores = dict[str, dict[str, float]]
 
@@ -30,6 +31,7 @@ class Upload:
     payload: Payload
     findings: list[str] = field(default_factory=list)
     compute_s: float = 0.0
+    train_loss: float | None = None  # mean last-epoch loss of the update's local training (None: not measured)
 
 
 def client_setup_upload(side: ClientSide, client: ClientData, state: dict, raw: RawDataFingerprint | None,
@@ -43,9 +45,10 @@ def client_train(side: ClientSide, client: ClientData, state: dict, received: Pa
                  raw: RawDataFingerprint | None, declared: tuple[str, ...] | None) -> Upload:
     """A client's local update for round ``rnd``, timed, and audited where its data is."""
     watch = Stopwatch(client.device)
-    with watch.span():
+    with measured_losses() as logs, watch.span():
         up = side.client_update(client, state, received, rnd)
-    return Upload(up, audit_findings(rnd, client.cid, up, raw, declared) if raw is not None else [], watch.seconds)
+    return Upload(up, audit_findings(rnd, client.cid, up, raw, declared) if raw is not None else [], watch.seconds,
+                  mean_last_loss(logs))
 
 
 class Channel(ABC):

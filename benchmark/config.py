@@ -91,22 +91,28 @@ class SplitConfig:
 class ModelConfig:
     backbone: str = name_opt("gcn", "GNN backbone registry name")
     fusion: str = name_opt("concat", "modality fusion registry name")
-    hidden: int = opt(256, "hidden size of encoders, fusion and GNN", min=1, max=65_536)
+    hidden: int = opt(256, "hidden size of encoders, fusion and GNN", min=1, max=65_536,
+                      tune={"choices": (32, 64, 128, 256)})
     layers: int = opt(2, "message-passing layers", min=1, max=256)
-    dropout: float = opt(0.5, "dropout on fused inputs and between GNN layers", probability=True)
+    dropout: float = opt(0.5, "dropout on fused inputs and between GNN layers", probability=True,
+                         tune={"low": 0.0, "high": 0.6})
     mask_missing: bool = opt(False, "true: fusions skip absent modalities; false: they see the fill value")
 
 
 @dataclass
 class TrainConfig:
     rounds: int = opt(50, "communication rounds (maximum, with early stopping)", min=1, max=1_000_000)
-    local_epochs: int = opt(3, "full-batch epochs per client per round", min=1, max=100_000)
-    lr: float = opt(0.005, "Adam learning rate (0 freezes the model: a control)", min=0)
-    weight_decay: float = opt(0.0005, "Adam L2 penalty", min=0.0)
+    local_epochs: int = opt(3, "full-batch epochs per client per round", min=1, max=100_000,
+                            tune={"choices": (1, 2, 3, 4, 5, 10)})
+    lr: float = opt(0.005, "Adam learning rate (0 freezes the model: a control)", min=0,
+                    tune={"low": 1e-4, "high": 0.1, "log": True})
+    weight_decay: float = opt(0.0005, "Adam L2 penalty", min=0.0, tune={"low": 0.0, "high": 0.005})
     grad_clip: float = opt(0.0, "max gradient norm; 0 disables clipping", min=0.0)
     client_fraction: float = opt(1.0, "fraction of clients sampled per round", positive=True, max=1.0)
     eval_every: int = opt(1, "evaluate every N rounds (and at the last round)", min=1, max=1_000_000)
     patience: int = opt(0, "early stop after N evaluations without validation gain; 0 = off", min=0, max=1_000_000)
+    min_rounds: int = opt(0, "rounds run before patience may stop a run (a round-1 peak cannot end it); 0 = none",
+                          min=0, max=1_000_000)
     checkpoint_every: int = opt(0, "checkpoint every N rounds for resume; 0 = off", min=0, max=1_000_000)
     device: str = opt("auto", "auto (CUDA when present, else CPU), cpu, cuda or cuda:N",
                       pattern=r"auto|cpu|cuda(:[0-9]+)?", pattern_help="auto, cpu, cuda or cuda:N")

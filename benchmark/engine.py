@@ -137,9 +137,13 @@ class Engine:
     """
 
     def __init__(self, cfg: RunConfig, fed: FederatedData | None = None, progress: bool = False,
-                 audit: bool = True, channel: ChannelFactory | None = None) -> None:
+                 audit: bool = True, channel: ChannelFactory | None = None,
+                 on_eval: Callable[[int, float], bool] | None = None) -> None:
         R.load_plugins()
         self.cfg = cfg
+        # told (round, validation score) after each evaluation; True ends the run there (a tuner's
+        # pruner: benchmark/tune). It sees validation only, never a test number.
+        self.on_eval = on_eval
         self.device = resolve_device(cfg.train.device)
         configure_determinism(cfg.train.deterministic)
         apply_matmul_precision(cfg.train.matmul_precision)
@@ -234,6 +238,34 @@ class Engine:
                 sim.ledger.record(rnd, "down", cid, payload, phase="eval")
         return self.channel.evaluate(rnd, sends)
 
+    @staticmethod
+    def _append(sim: SimState, key: str, value: float | None) -> None:
+        """One value of this round on curve ``key`` (earlier rounds without one read None)."""
+        curve = sim.history.setdefault(key, [])
+        curve.extend([None] * (len(sim.history["round"]) - 1 - len(curve)))
+        curve.append(value)
+
+    def _record_train_loss(self, sim: SimState, ups: dict[int, Upload]) -> None:
+        """The round's training loss: the mean over the clients that measured one of their local
+        training's last-epoch loss (a channel that measures none leaves the round None)."""
+        losses = [u.train_loss for u in ups.values() if u.train_loss is not None and math.isfinite(u.train_loss)]
+        self._append(sim, "train/loss", sum(losses) / len(losses) if losses else None)
+
+    def _record_round_metrics(self, sim: SimState, per_client: dict[int, dict[str, dict[str, float]]],
+                              val: dict[str, float], test: dict[str, float]) -> None:
+        """Every metric the task reports at this evaluation (the primary one is already kept),
+        and the spread of the primary validation score across clients (population std)."""
+        primary = self.task.primary_metric
+        for split, scores in (("val", val), ("test", test)):
+            for metric, value in scores.items():
+                if metric != primary and metric != "n" and not metric.startswith("_") \
+                        and isinstance(value, (int, float)) and math.isfinite(value):
+                    self._append(sim, f"{split}/{metric}", float(value))
+        values = [pc["val"][primary] for pc in per_client.values()
+                  if "val" in pc and isinstance(pc["val"].get(primary), (int, float))]
+        if values:
+            self._append(sim, f"val/{primary}_client_std", float(np.std(values)))
+
     def _record_extra_splits(self, sim: SimState, per_client: dict[int, dict[str, dict[str, float]]]) -> None:
         """Per-round primary metric of every split besides val/test that all clients report
         (e.g. a method's server and client views, ``val_server``/``val_client``), so that
@@ -245,10 +277,7 @@ class Engine:
         for split in splits:
             if not all(split in pc and metric in pc[split] for pc in per_client.values()):
                 continue
-            key = f"{split}/{metric}"
-            curve = sim.history.setdefault(key, [])
-            curve.extend([None] * (len(sim.history["round"]) - 1 - len(curve)))
-            curve.append(self.task.aggregate(per_client, split)[metric])
+            self._append(sim, f"{split}/{metric}", self.task.aggregate(per_client, split)[metric])
 
     def _take_upload(self, sim: SimState, rnd: int, cid: int, up: Upload, phase: str = "train") -> Payload:
         """Check, record and audit one upload as the server receives it."""
@@ -357,6 +386,7 @@ class Engine:
                 sim.history["bytes_up"].append(sum(e.nbytes for e in new if e.direction == "up"))
                 sim.history["bytes_down"].append(sum(e.nbytes for e in new if e.direction == "down"))
                 sim.history["seconds"].append(seconds)
+                self._record_train_loss(sim, ups)
                 cost.add_round(rnd, timer, seconds, sim.history["bytes_down"][-1], sim.history["bytes_up"][-1])
                 cost.note_server(server.algo, sim.broadcast)
                 last = rnd == cfg.train.rounds - 1
@@ -368,6 +398,7 @@ class Engine:
                     sim.history[primary].append(score)
                     sim.history[f"test/{self.task.primary_metric}"].append(test[self.task.primary_metric])
                     self._record_extra_splits(sim, per_client)
+                    self._record_round_metrics(sim, per_client, val, test)
                     bar.set_postfix({"val": f"{score:.3f}"})
                     if score > sim.best["score"]:
                         sim.best = {"score": score, "round": rnd, "val": val, "test": test,
@@ -375,6 +406,11 @@ class Engine:
                         sim.bad_evals = 0
                     else:
                         sim.bad_evals += 1
+                    if self.on_eval is not None and self.on_eval(rnd, score):
+                        _pad_history(sim.history)
+                        trackers.log_round(sim.history)
+                        sim.next_round = rnd + 1
+                        break
                 else:
                     sim.history[primary].append(None)
                     sim.history[f"test/{self.task.primary_metric}"].append(None)
@@ -383,7 +419,8 @@ class Engine:
                 sim.next_round = rnd + 1
                 if local and cfg.train.checkpoint_every > 0 and sim.next_round % cfg.train.checkpoint_every == 0:
                     self._save_checkpoint(sim, server)
-                if cfg.train.patience > 0 and sim.bad_evals >= cfg.train.patience:
+                if (cfg.train.patience > 0 and sim.bad_evals >= cfg.train.patience
+                        and sim.next_round >= cfg.train.min_rounds):  # no stop before min_rounds have run
                     break
         record: Record | None = None
         try:
@@ -405,6 +442,7 @@ class Engine:
         metrics: dict[str, float] = {}
         per_client_out: dict[str, list] = {}
         sizes: list[float] = []
+        eval_sizes: dict[str, float] = {}
         if best.get("round", -1) >= 0:
             for split in ("val", "test"):
                 for k, v in best[split].items():
@@ -420,6 +458,8 @@ class Engine:
                 if k != "n" and not k.startswith("_"):
                     per_client_out[f"test/{k}"] = [best["per_client"][c]["test"][k] for c in cids]
             sizes = [best["per_client"][c]["test"]["n"] for c in cids]
+            eval_sizes = {split: float(sum(best["per_client"][c][split].get("n", 0.0) for c in cids))
+                          for split in ("val", "test") if all(split in best["per_client"][c] for c in cids)}
         elif status == "ok":
             status, error = "failed", {"round": -1, "reason": "no evaluation happened"}
         rounds_run = len(sim.history.get("round", []))
@@ -427,7 +467,7 @@ class Engine:
         record = Record(
             status=status, seed=self.cfg.seed, error=error, metrics=metrics,
             best_round=best.get("round", -1), rounds_run=rounds_run,
-            per_client=per_client_out, client_sizes=sizes, curves=sim.history, comm=sim.ledger.summary(),
+            per_client=per_client_out, client_sizes=sizes, eval_sizes=eval_sizes, curves=sim.history, comm=sim.ledger.summary(),
             seconds_per_round=float(np.median(secs)) if secs else None,
             cost=sim.cost.summary(type(self.channel).__name__) if sim.cost else None,
             server_memory_mb=sim.cost.server_memory_mb if sim.cost else None,

@@ -24,7 +24,7 @@ STATUSES = ("ok", "failed")
 
 # optional fields: written only when set (None or empty), as the records before this class did
 _OMIT_WHEN_UNSET = ("coverage", "pretraining", "submission", "suite", "scale", "cell_id", "sweep_backend",
-                    "worker_pid", "guard", "backend")
+                    "worker_pid", "guard", "backend", "eval_sizes")
 
 
 @dataclass
@@ -45,6 +45,9 @@ class Record:
     rounds_run: int = 0
     per_client: dict[str, list] = field(default_factory=dict)
     client_sizes: list[float] = field(default_factory=list)
+    # items scored per split at the best round, summed over clients ({"val": n, "test": n}):
+    # the size the guard's `learned` verdict takes a chance score's standard error from
+    eval_sizes: dict[str, float] = field(default_factory=dict)
     curves: dict[str, list] = field(default_factory=dict)
     comm: dict[str, Any] = field(default_factory=dict)
     seconds_per_round: float | None = None

@@ -135,7 +135,8 @@ def algorithm_revision(name: str) -> int:
 # How a run executes, not what it computes: where data and outputs live, the device, resume
 # settings. Left out of the protocol hash and of staleness, so records stay comparable across
 # machines; a matmul precision other than full fp32, or a distance kernel other than the eager
-# one, changes the numbers, so only "highest" and "eager" are.
+# one, changes the numbers, so only "highest" and "eager" are; likewise a minimum of rounds
+# before early stopping, of which only 0 (none, as before the option existed) is.
 EXECUTION_KEYS = ("output", "dataset.root", "train.device", "train.checkpoint_every", "train.deterministic")
 
 
@@ -143,7 +144,8 @@ def execution_only(key: str, value: Any) -> bool:
     """Whether the dotted config ``key`` (with ``value``) says how a run executes, not what it computes."""
     return (any(key == k or key.startswith(k + ".") for k in EXECUTION_KEYS)
             or (key == "train.matmul_precision" and value == "highest")
-            or (key == "train.distance_kernel" and value == "eager"))
+            or (key == "train.distance_kernel" and value == "eager")
+            or (key == "train.min_rounds" and value == 0))  # no minimum: the stopping rule of every older record
 
 
 # Config values the artifact recipe holds (``data_prep/build.py:artifact_keys``), so the
@@ -302,6 +304,7 @@ RECORD_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "per_client": (_dict_of(lambda v: v is None or isinstance(v, list)), "an object of lists"),
     "availability": (_dict_of(lambda v: v is None or _is_number(v)), "an object of numbers"),
     "coverage": (_dict_of(lambda v: v is None or _is_number(v)), "an object of numbers"),
+    "eval_sizes": (_dict_of(lambda v: v is None or _is_number(v)), "an object of numbers"),
     "submission": (_dict_of(_any), "an object"),
     "guard": (_dict_of(_any), "an object"),
     "error": (_error_ok, "null, a string or {round, reason}"),

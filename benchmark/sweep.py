@@ -74,14 +74,15 @@ SCALES = ("tiny", "small", "paper")
 CLAIM_POLL_S = 2.0  # how often a sweep looks again at cells another sweep holds
 SUITE_KEYS = ("name", "description", "base", "grid", "axes", "seeds", "scales", "default_scale", "table",
               "tables", "plots", "track", "paper_note", "regress", "stats", "isolate", "control", "resources",
-              "references")
+              "references", "fixed_budget")
 # The type of every suite key (a key written with no value counts as absent); their contents
 # are checked below, or where they are used (regress, resources, table and plot specs).
 SUITE_TYPES: dict[str, tuple[type, ...]] = {
     "name": (str,), "description": (str,), "track": (str,), "paper_note": (str,), "stats": (str,),
     "default_scale": (str,), "base": (dict,), "grid": (dict, list), "axes": (dict,), "seeds": (list,),
     "scales": (dict,), "table": (dict,), "tables": (list,), "plots": (list,), "regress": (dict,),
-    "isolate": (bool,), "control": (dict,), "resources": (dict,), "references": (list,)}
+    "isolate": (bool,), "control": (dict,), "resources": (dict,), "references": (list,),
+    "fixed_budget": (bool,)}
 # A grid is a product: a few extra values multiply the cells, so a typo must not expand forever.
 MAX_CELLS = 20_000          # cells of one suite at one scale (the largest suite has ~500)
 MAX_GRID_VALUES = 1_000     # values of one grid key, sub-grids of one grid, seeds

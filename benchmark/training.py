@@ -16,7 +16,9 @@ fails with the same ``NonFiniteLoss`` as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import contextvars
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -24,6 +26,32 @@ import torch
 from torch import Tensor
 
 Batch = TypeVar("Batch")
+
+
+#: where ``LocalLoop.run`` reports each run's log while a client update is being measured
+#: (:func:`measured_losses`); None outside one
+_LOSS_SINK: contextvars.ContextVar[list["LoopLog"] | None] = contextvars.ContextVar("loss_sink", default=None)
+
+
+@contextmanager
+def measured_losses() -> Iterator[list["LoopLog"]]:
+    """Collect the logs of every local-training loop run inside the block (a client's update),
+    so the engine can report a training loss per round without any hook returning one."""
+    logs: list[LoopLog] = []
+    token = _LOSS_SINK.set(logs)
+    try:
+        yield logs
+    finally:
+        _LOSS_SINK.reset(token)
+
+
+def mean_last_loss(logs: list["LoopLog"]) -> float | None:
+    """The mean loss of the last epoch of every loop in ``logs`` (one device read), None without one."""
+    sums = [log.epoch_loss_sums[-1] for log in logs if log.epoch_loss_sums]
+    steps = sum(log.epoch_steps[-1] for log in logs if log.epoch_loss_sums)
+    if not sums or not steps:
+        return None
+    return float(torch.stack([s.float().reshape(()) for s in sums]).sum()) / steps
 
 
 class NonFiniteLoss(RuntimeError):
@@ -97,6 +125,9 @@ class LocalLoop(Generic[Batch]):
                 _raise_unless_finite(finite, cid, epoch)
         if batches is None:
             _raise_unless_finite(finite, cid, self.epochs - 1)
+        sink = _LOSS_SINK.get()
+        if sink is not None:
+            sink.append(log)
         return log
 
 

@@ -14,7 +14,8 @@ from benchmark.record import Record, as_records
 
 DEMO_SUITE = "demo"
 EXTRA_VERB_MODULES: tuple[str, ...] = ("benchmark.report.leaderboard.verb", "benchmark.report.fidelity_summary",
-                                        "benchmark.report.check_verb", "benchmark.submit", "benchmark.regress")
+                                        "benchmark.report.check_verb", "benchmark.submit", "benchmark.regress",
+                                        "benchmark.tune.verb")
 
 
 class UsageError(BenchmarkError):

@@ -157,7 +157,7 @@ def test_submit_interrupted_during_a_suite_counts_its_recorded_cells(
         return Record(status="ok", seed=0)
 
     def one_cell_then_stop(sub: submit.Submission, name: str, scale: str | None, jobs: int, results_dir: str,
-                           progress: bool = True) -> None:
+                           progress: bool = True, only: dict | None = None) -> None:
         suite = load_suite(name)
         ResultStore(suite.results_path(results_dir, scale or suite.default_scale)).append(
             {"status": "ok", "metrics": {}, "cell_id": "c1", "suite": suite.name, "submission": sub.info})

@@ -81,7 +81,7 @@ def test_sweep_skips_undeclared_cells_and_table_prints_na(tmp_path: Path):
     _, again = run_suite(suite, "tiny", results_dir=tmp_path / "results", progress=False)
     assert again == 0
     out = make_table(records, spec["table"])
-    fedproto = _grid(out.markdown)["fedproto"]
+    fedproto = _grid(out.markdown)["FedProto"]  # the row under its class's name (no row_labels given)
     assert _is_value(fedproto["Task=node_cls · Accuracy"])  # its node classification result
     assert fedproto["Task=link_pred · AUC"] == "N/A"
     assert "N/A: metric not applicable to this method." in out.markdown

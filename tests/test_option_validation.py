@@ -34,7 +34,8 @@ from benchmark.options import resolve_choices
 from option_cases import SECTIONS, Option, all_options, component_configs, core_options
 
 OPTIONS = all_options()
-META_KEYS = {"help", "pattern_help", *CONSTRAINT_KEYS}
+# "tune": the range a tuner searches (benchmark/tune/space.py; tests/test_tune.py checks every one)
+META_KEYS = {"help", "pattern_help", "tune", *CONSTRAINT_KEYS}
 FINITE = {"allow_nan": False, "allow_infinity": False}
 
 

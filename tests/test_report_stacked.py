@@ -90,5 +90,5 @@ def test_plot_verb_draws_the_cost_breakdown_of_an_amfl_store(tmp_path, monkeypat
                      "mini_cost_tiny_breakdown.png"]
     assert (tmp_path / "tab" / "mini_cost_tiny_breakdown.png").stat().st_size > 5000
     md = (tmp_path / "tab" / "mini_cost_tiny.md").read_text()
-    local = next(line for line in md.splitlines() if line.startswith("| amfl_local"))
+    local = next(line for line in md.splitlines() if line.startswith("| Local "))  # the class's display name
     assert local.replace("*", "").replace("°", "").rstrip(" |").endswith(" 0.00 ± 0.00")  # Local's server holds nothing

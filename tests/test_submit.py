@@ -102,7 +102,7 @@ def test_template_is_accepted_runs_the_suite_and_rebuilds_the_leaderboard(
     assert {r["params"]["missing.rate"] for r in records} == {0.0, 0.5}
     assert all(r["status"] == "ok" and r["submission"]["file"] == "template.py" for r in records)
     page = (tables / "leaderboard.html").read_text()
-    assert ">template<" in page and records[0]["submission"]["sha256"][:10] in page
+    assert ">Template<" in page and records[0]["submission"]["sha256"][:10] in page
     assert (tables / "leaderboard_submit_test.md").is_file()
 
 

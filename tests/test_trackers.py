@@ -30,8 +30,15 @@ def _cfg(tmp_path: Path, trackers: list[str], rounds: int = 4, **train: Any) -> 
 
 
 def _points(record: dict[str, Any], key: str) -> list[tuple[int, float]]:
-    """(round, value) of one curve of the record, unmeasured rounds left out."""
-    return [(r, v) for r, v in zip(record["curves"]["round"], record["curves"][key]) if v is not None]
+    """(step, value) of one curve of the record, unmeasured rounds left out; trackers count
+    rounds from 1, as the progress bar does (step = round + 1)."""
+    return [(r + 1, v) for r, v in zip(record["curves"]["round"], record["curves"][key]) if v is not None]
+
+
+def _close(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> bool:
+    """The same steps, and values equal to float32 precision (TensorBoard's scalars)."""
+    return [s for s, _ in got] == [s for s, _ in want] and all(
+        v == pytest.approx(w, rel=1e-6, abs=1e-7) for (_, v), (_, w) in zip(got, want))
 
 
 def _curves(record: dict[str, Any]) -> list[str]:
@@ -42,17 +49,12 @@ def _curves(record: dict[str, Any]) -> list[str]:
 
 
 def tensorboard_points(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    from tensorboard.backend.event_processing.event_accumulator import TENSORS, EventAccumulator
-    from tensorboard.util import tensor_util
+    """Every scalar of the run as TensorBoard's Scalars tab reads it (EventAccumulator.Scalars)."""
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
-    acc = EventAccumulator(str(run_dir), size_guidance={TENSORS: 0})
+    acc = EventAccumulator(str(run_dir), size_guidance={SCALARS: 0})
     acc.Reload()
-    out = {}
-    for tag in acc.Tags()["tensors"]:
-        if tag.endswith("/text_summary") or tag.startswith("_hparams_"):
-            continue
-        out[tag] = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto).item())) for e in acc.Tensors(tag)]
-    return out
+    return {tag: [(e.step, float(e.value)) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
 def mlflow_run(root: Path) -> tuple[Any, Any]:
@@ -87,12 +89,12 @@ def test_every_tracker_holds_the_records_curves_and_final_metrics(tiny_fed, tmp_
     final = {f"best/{k}": v for k, v in record["metrics"].items()}
     best = record["best_round"]
 
-    # TensorBoard: float64 scalars, so the values are the record's exactly
+    # TensorBoard: scalars (float32) at every round, counted from 1 as the progress bar counts
     tb = tensorboard_points(run_dir)
     for key in _curves(record):
-        assert tb[key] == _points(record, key), key
+        assert _close(tb[key], _points(record, key)), key
     for key, value in final.items():
-        assert tb[key] == [(best, value)], key
+        assert _close(tb[key], [(best + 1, value)]), key
 
     # MLflow: per-round metrics, final metrics, the config as params, provenance as tags
     client, run = mlflow_run(root)
@@ -115,7 +117,7 @@ def test_every_tracker_holds_the_records_curves_and_final_metrics(tiny_fed, tmp_
 
     # CSV: one row per round, empty where nothing was measured
     rows = read_csv(run_dir / "rounds.csv")
-    assert [int(r["round"]) for r in rows] == record["curves"]["round"]
+    assert [int(r["round"]) for r in rows] == [r + 1 for r in record["curves"]["round"]]
     for key in _curves(record):
         assert [float(r[key]) if r[key] else None for r in rows] == record["curves"][key], key
     done = {r["key"]: r["value"] for r in read_csv(run_dir / "final.csv")}
@@ -129,7 +131,7 @@ def test_every_tracker_holds_the_records_curves_and_final_metrics(tiny_fed, tmp_
     rerun = Engine(cfg2, fed=tiny_fed).run()
     tb = tensorboard_points(run_dir)
     for key in _curves(rerun):
-        assert tb[key] == _points(rerun, key), key
+        assert _close(tb[key], _points(rerun, key)), key
     assert len(read_csv(run_dir / "rounds.csv")) == len(rerun["curves"]["round"])
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
 
@@ -272,7 +274,7 @@ def test_an_mlflow_run_that_raised_ends_failed(tiny_fed, tmp_path: Path, monkeyp
         engine.run()
     client, run = mlflow_run(tmp_path / "trackers")
     assert run.info.status == "FAILED"
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "bytes_up")] == [0, 1]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "bytes_up")] == [1, 2]
 
 
 def test_a_resumed_run_replays_the_rounds_it_had(tiny_fed, tmp_path: Path, monkeypatch) -> None:
@@ -280,7 +282,27 @@ def test_a_resumed_run_replays_the_rounds_it_had(tiny_fed, tmp_path: Path, monke
     cfg = _cfg(tmp_path, ["csv"], rounds=6, checkpoint_every=2)
     resumed = crash_and_resume(cfg, tiny_fed, monkeypatch)
     rows = read_csv(tmp_path / "trackers" / run_name(cfg) / "rounds.csv")
-    assert [int(r["round"]) for r in rows] == list(range(6)) == resumed["curves"]["round"]
+    assert [int(r["round"]) - 1 for r in rows] == list(range(6)) == resumed["curves"]["round"]
     key = next(k for k in resumed["curves"] if k.startswith("val/"))
     assert [float(r[key]) if r[key] else None for r in rows] == resumed["curves"][key] == full["curves"][key]
     assert all(not math.isnan(float(r["bytes_up"])) for r in rows)
+
+
+def test_tensorboard_curves_worth_reading(tiny_fed, tmp_path: Path) -> None:
+    """TensorBoard's Scalars hold the training loss once per round, every metric the task
+    reports (macro-F1 beside accuracy) and the clients' spread at each evaluation, at steps
+    counted from 1 as the progress bar counts."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+    cfg = _cfg(tmp_path, ["tensorboard"], rounds=4)
+    record = Engine(cfg, fed=tiny_fed).run()
+    acc = EventAccumulator(str(tmp_path / "trackers" / run_name(cfg)), size_guidance={SCALARS: 0})
+    acc.Reload()
+    loss = acc.Scalars("train/loss")
+    assert [e.step for e in loss] == [1, 2, 3, 4] and all(e.value > 0 for e in loss)
+    assert record["curves"]["train/loss"] == pytest.approx([e.value for e in loss], rel=1e-6)
+    evaluated = [r + 1 for r, v in zip(record["curves"]["round"], record["curves"]["val/accuracy"]) if v is not None]
+    for tag in ("val/macro_f1", "test/macro_f1", "val/accuracy_client_std"):
+        assert [e.step for e in acc.Scalars(tag)] == evaluated, tag
+    assert all(e.value >= 0 for e in acc.Scalars("val/accuracy_client_std"))

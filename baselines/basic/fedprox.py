@@ -14,7 +14,8 @@ from benchmark.registry import ALGORITHMS
 
 @dataclass
 class FedProxConfig(FedAvgConfig):
-    mu: float = field(default=1e-3, metadata={"help": "proximal weight mu; loss += mu/2 ||theta - theta_global||^2", "min": 0})
+    mu: float = field(default=1e-3, metadata={"help": "proximal weight mu; loss += mu/2 ||theta - theta_global||^2", "min": 0,
+                                                 "tune": {"low": 1e-4, "high": 1.0, "log": True}})
 
 
 @ALGORITHMS.register("fedprox")

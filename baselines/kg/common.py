@@ -78,7 +78,7 @@ class KGAlgorithm(Algorithm):
         fusion: str = field(default="weighted", metadata={"help": "fusion Phi of S, V, D: average, weighted (learnable), concat, gated, or split (one scorer per modality, averaged probabilities)", "choices": lambda: (*KG_FUSIONS.names(), SPLIT)})
 
         imputer: str = field(default="none", metadata={"help": "missing-modality imputer on H = [S || V || D] (baselines/kg/imputers.py): none, ae, cra, mmin or hide", "choices": KG_IMPUTERS.names})
-        lambda_di: float = field(default=1.0, metadata={"help": "weight lambda of the imputer's masked loss L_DI in the local loss (the seed gives no value)", "min": 0})
+        lambda_di: float = field(default=1.0, metadata={"help": "weight lambda of the imputer's masked loss L_DI in the local loss (the seed gives no value)", "min": 0, "tune": {"low": 0.0, "high": 2.0}})
         imputer_hidden: list[int] = field(default_factory=list, metadata={"help": "imputer AE widths (three); empty = the paper's [512, 256, 128] scaled to the hyper-modal width (w/3, w/6, w/12)", "min": 1, "max": 65_536})
         imputer_drop: float = field(default=0.3, metadata={"help": "P(hide an observed modality block from the imputer's input in the L_DI forward; still a target): self-supervision for imputing; 0 = the paper's literal objective, which residual nets solve as the identity", "min": 0, "below": 1})
         diffusion_steps: int = field(default=5, metadata={"help": "HidE diffusion steps T (the seed gives none; DiffRec's 5)", "min": 1, "max": 10_000})

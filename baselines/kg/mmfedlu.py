@@ -245,7 +245,7 @@ class MMFedLU(DualViewKG):
 
     @dataclass
     class Config(DualViewKG.Config):
-        mu: float = field(default=0.01, metadata={"help": "weight of the logit distillation (FedLU code's dist_mu 1e-2; the seed gives none)", "min": 0})
+        mu: float = field(default=0.01, metadata={"help": "weight of the logit distillation (FedLU code's dist_mu 1e-2; the seed gives none)", "min": 0, "tune": {"low": 1e-3, "high": 1.0, "log": True}})
         gating: bool = field(default=False, metadata={"help": "FedLU's validation-gated directed distillation instead of the seed's plain KL term"})
         wait_rounds: int = field(default=10, metadata={"help": "gating: round from which global->local distillation is always on (FedLU wait_iter)", "min": 0, "max": 1_000_000})
 

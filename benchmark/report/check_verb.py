@@ -1,4 +1,5 @@
-"""The ``check`` verb: how many of a store's cells converged, and how many collapsed (:mod:`benchmark.guard`).
+"""The ``check`` verb: how many of a store's cells converged, collapsed (:mod:`benchmark.guard`) and
+learned (:mod:`benchmark.learned`, against the chance reference of each setting).
 
 ``check SUITE [--scale S]`` reads the newest record of each of the suite's cells and prints
 the cells, the failed ones, and the converged share, then up to ``--show`` unconverged cells
@@ -16,6 +17,8 @@ from tabulate import tabulate
 
 from benchmark.errors import BenchmarkError
 from benchmark.guard import GuardCounts, count
+from benchmark.learned import LEARNED_SES
+from benchmark.report.flags import LearningCounts, count_learning
 from benchmark.record import Record
 
 
@@ -29,7 +32,10 @@ def _current(suite: Any, scale: str, stored: list[Record]) -> tuple[int, int]:
     return len(done), len(cells)
 
 
-def _rows(results: str, suites: list[str], scale: str | None) -> list[tuple[str, str, GuardCounts, tuple[int, int]]]:
+Row = tuple[str, str, GuardCounts, tuple[int, int], LearningCounts, bool]
+
+
+def _rows(results: str, suites: list[str], scale: str | None) -> list[Row]:
     from benchmark.report.suite_tables import suite_records
     from benchmark.results import ResultStore
     from benchmark.sweep import load_suite
@@ -42,7 +48,8 @@ def _rows(results: str, suites: list[str], scale: str | None) -> list[tuple[str,
             stored = ResultStore(suite.results_path(results, s)).read()  # once: a KG store is large
             records = suite_records(suite, s, results, stored)
             if records:
-                out.append((suite.name, s, count(records), _current(suite, s, stored)))
+                out.append((suite.name, s, count(records), _current(suite, s, stored), count_learning(records),
+                            bool(suite.spec.get("fixed_budget"))))
     return out
 
 
@@ -59,24 +66,32 @@ def cmd_check(a: argparse.Namespace) -> int:
     if not rows:
         where = f"suite '{a.suite}'" if a.suite else "any suite"
         raise BenchmarkError(f"no records for {where} in {a.results}/")
-    table = [[name, scale, c.cells, c.failed, c.judged, c.converged,
-              "n/a" if not c.judged else f"{c.converged_share:.0%}",
+    table = [[name, scale, c.cells, c.failed, c.judged, "fixed budget" if fixed else c.converged,
+              "n/a" if not c.judged or fixed else f"{c.converged_share:.0%}",
               f"{len(c.collapsed)} of {c.spread_judged}" if c.spread_judged else "n/a",
-              f"{now} of {total}"] for name, scale, c, (now, total) in rows]
+              f"{lc.learned} of {lc.judged}" if lc.judged else "n/a",
+              f"{now} of {total}"] for name, scale, c, (now, total), lc, fixed in rows]
     print(tabulate(table, headers=["suite", "scale", "cells", "failed", "judged", "converged", "share", "collapsed",
-                                   "current"], tablefmt="github"))
+                                   "learned", "current"], tablefmt="github"))
     print("collapsed: cells whose score spread is below the guard's epsilon, of the cells it can judge: those "
           "whose records carry a spread, and KG records made before it whose hits@1 shows distinct scores "
           "(n/a: none can be judged)")
+    print(f"learned: cells whose best validation score beats their setting's chance reference by {LEARNED_SES:g} "
+          "standard errors (from the validation size) and rose above the first evaluation, of the cells it can "
+          "judge (n/a: the store has no chance reference and no curve failed to rise)")
     print("current: the suite's cells whose newest record measures the suite as it is now (same protocol and "
           "config); `sweep` runs the others, and the counts above include their older records until it does")
-    for name, scale, c, _ in rows:
+    for name, scale, c, _, lc, fixed in rows:
         for rec in c.collapsed[: a.show]:
             print(f"  {name}[{scale}] collapsed: {rec.params} seed {rec.seed}")
-        for rec, v in c.unconverged[: a.show]:
+        for rec, v in ([] if fixed else c.unconverged[: a.show]):
             print(f"  {name}[{scale}] not converged: {rec.params} seed {rec.seed}: {v.reason}")
-        if len(c.unconverged) > a.show:
+        if not fixed and len(c.unconverged) > a.show:
             print(f"  {name}[{scale}]: {len(c.unconverged) - a.show} more not converged")
+        for rec, why in lc.unlearned[: a.show]:
+            print(f"  {name}[{scale}] not learned: {rec.params} seed {rec.seed}: {why}")
+        if len(lc.unlearned) > a.show:
+            print(f"  {name}[{scale}]: {len(lc.unlearned) - a.show} more not learned")
     return 0
 
 

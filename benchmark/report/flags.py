@@ -1,5 +1,6 @@
-"""The pathology guard in a table: which cells hold a collapsed or unconverged run, and which
-shared-model cells fall below the linear reference.
+"""The pathology guard in a table: which cells hold a collapsed, unconverged or unlearned run
+(:mod:`benchmark.learned`, against the column's chance reference), and which shared-model cells
+fall below the linear reference. A collapsed or unlearned cell is never ranked.
 
 ``collapsed`` and ``converged`` come from each record (:mod:`benchmark.guard`); a table cell
 is marked when any of its seeds is flagged. ``below_reference`` is a property of a cell
@@ -14,11 +15,14 @@ model did not learn.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from benchmark.guard import record_verdict
+from benchmark.learned import learning, primary_curve
 from benchmark.record import Record
 
 #: reference algorithms (``baselines/reference``, and the pooled ``centralized``), with their table labels
@@ -38,21 +42,95 @@ class CellFlags:
     unconverged: int = 0
     below_reference: bool = False
     reasons: list[str] = field(default_factory=list)
+    unlearned: int = 0  # seeds that did not learn (benchmark/learned.py): the cell is never ranked
 
     @property
     def any(self) -> bool:
-        return bool(self.collapsed or self.unconverged or self.below_reference)
+        return bool(self.collapsed or self.unconverged or self.below_reference or self.unlearned)
+
+    @property
+    def unrankable(self) -> bool:
+        """A cell no ranking may count: a seed collapsed, or a seed did not learn."""
+        return bool(self.collapsed or self.unlearned)
 
 
-def seed_flags(records: Sequence[Record]) -> CellFlags:
-    """Counts of collapsed and unconverged ``ok`` records among one cell's seeds."""
+def chance_score(records: Sequence[Record]) -> float | None:
+    """The mean primary validation score of a column's chance-reference records (None: none)."""
+    values = []
+    for rec in records:
+        key, _ = primary_curve(rec)
+        v = (rec.metrics or {}).get(key) if rec.ok else None
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            values.append(float(v))
+    return sum(values) / len(values) if values else None
+
+
+def chance_of_setting(records: Sequence[Record]) -> Callable[[Record], float | None]:
+    """For a store's records: the chance score of a record's setting, from the chance records
+    whose grid values (all but the method) the record shares (a method option such as an
+    ablation variant is no part of a chance record's setting)."""
+    settings: dict[str, tuple[dict[str, Any], list[Record]]] = {}
+    for rec in records:
+        if (rec.params or {}).get("algorithm.name") == "chance":
+            own = {k: v for k, v in rec.params.items() if k != "algorithm.name"}
+            settings.setdefault(json.dumps(own, sort_keys=True, default=str), (own, []))[1].append(rec)
+
+    def chance(rec: Record) -> float | None:
+        params = rec.params or {}
+        for own, recs in settings.values():
+            if all(params.get(k) == v for k, v in own.items()):
+                return chance_score(recs)
+        return None
+
+    return chance
+
+
+@dataclass(frozen=True)
+class LearningCounts:
+    """A store's cells by the learned verdict (latest record per cell)."""
+
+    judged: int                                  # cells with a verdict (True or False)
+    learned: int
+    unlearned: list[tuple[Record, str]]          # (record, reason)
+    chance_judged: int                           # cells judged against a chance score too
+
+
+def count_learning(records: Sequence[Record]) -> LearningCounts:
+    """The learned verdict over a store's latest records, each against its setting's chance score."""
+    chance = chance_of_setting(records)
+    judged, learned, bad, with_chance = 0, 0, [], 0
+    for rec in records:
+        verdict = learning(rec, chance(rec))
+        if verdict is None or verdict.learned is None:
+            continue
+        judged += 1
+        with_chance += verdict.se is not None
+        if verdict.learned:
+            learned += 1
+        else:
+            bad.append((rec, verdict.reason))
+    return LearningCounts(judged=judged, learned=learned, unlearned=bad, chance_judged=with_chance)
+
+
+def mark_learning(flags: CellFlags, records: Sequence[Record], chance: float | None) -> None:
+    """Count the cell's seeds that did not learn against its column's ``chance`` score."""
+    for rec in records:
+        verdict = learning(rec, chance)
+        if verdict is not None and verdict.learned is False:
+            flags.unlearned += 1
+            flags.reasons.append(f"seed {rec.seed}: not learned: {verdict.reason}")
+
+
+def seed_flags(records: Sequence[Record], judge_convergence: bool = True) -> CellFlags:
+    """Counts of collapsed and unconverged ``ok`` records among one cell's seeds; a suite that
+    fixes its rounds by design (``fixed_budget``) is not judged for convergence."""
     flags = CellFlags()
     for rec in records:
         if not rec.ok:
             continue
         v = record_verdict(rec)
         flags.collapsed += bool(v.get("collapsed"))
-        flags.unconverged += v.get("converged") is False
+        flags.unconverged += judge_convergence and v.get("converged") is False
     return flags
 
 
@@ -83,4 +161,6 @@ def reference_of(row: tuple[Hashable, ...], row_keys: Sequence[str]) -> str | No
     return name if isinstance(name, str) and name in REFERENCE_ALGORITHMS else None
 
 
-__all__ = ["CellFlags", "REFERENCE_ALGORITHMS", "REFERENCE_MARGIN", "below_reference", "reference_of", "seed_flags"]
+__all__ = ["CellFlags", "REFERENCE_ALGORITHMS", "REFERENCE_MARGIN", "below_reference", "chance_of_setting", "chance_score", "count_learning",
+           "LearningCounts", "mark_learning",
+           "reference_of", "seed_flags"]

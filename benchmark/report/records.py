@@ -132,6 +132,7 @@ def records_frame(records: Sequence[Record | Mapping[str, Any]]) -> pd.DataFrame
     clash = sorted(fixed.intersection(pkeys))
     if clash:
         raise DataError(f"param keys clash with record fields: {', '.join(clash)}")
+    reserved = fixed | set(pkeys)
     rows: list[dict[str, Any]] = []
     metric_keys: dict[str, None] = {}
     availability_keys: dict[str, None] = {}
@@ -147,6 +148,8 @@ def records_frame(records: Sequence[Record | Mapping[str, Any]]) -> pd.DataFrame
             value = prov.get(key)
             row[key] = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
         for key, value in (rec.metrics or {}).items():
+            if key in reserved:
+                continue  # a metric named like a record field or a param ('suite'): no column of its own
             metric_keys.setdefault(key, None)
             row[key] = np.nan if value is None else value
         coverage = rec.coverage or {}
@@ -360,3 +363,15 @@ def aggregate(frame: pd.DataFrame, keys: Sequence[str], metric_cols: Sequence[st
                 "failure": "; ".join(reasons),
             })
     return pd.DataFrame(rows, columns=[*keys, "metric", "mean", "std", "n", "n_ok", "n_failed", "failure"])
+
+
+def algorithm_display_names(records: Sequence[Record]) -> dict[Hashable, str]:
+    """The display name each method's records carry (the engine writes its class's into
+    ``record.algorithm``), for a row the suite's ``row_labels`` do not name."""
+    out: dict[Hashable, str] = {}
+    for rec in records:
+        algo = rec.algorithm or {}
+        name, shown = algo.get("name"), algo.get("display_name")
+        if isinstance(name, str) and isinstance(shown, str) and shown:
+            out.setdefault(value_key(name), shown)
+    return out

@@ -62,6 +62,8 @@ def make_suite_tables(suite: Any, records: list[Record], scale: str, pending: bo
     """Every table of the suite, rendered from ``records``; with ``pending`` (the store is listed
     in ``results/pending_rerun.json``) each caption ends with :data:`PENDING_NOTE`."""
     specs = suite_table_specs(suite, scale)
+    if suite.spec.get("fixed_budget"):  # a cost or budget suite: its tables judge no convergence
+        specs = [replace(t, spec={**t.spec, "fixed_budget": True}) for t in specs]
     if pending:
         specs = [replace(t, spec={**t.spec, "caption": _with_note(t.spec.get("caption"))}) for t in specs]
     return [SuiteTable(t.stem, make_table(records, t.spec, title=t.title)) for t in specs]
@@ -84,15 +86,15 @@ def is_pending(suite: Any, scale: str, results_dir: str | Path) -> bool:
 def suite_records(suite: Any, scale: str, results_dir: str | Path,
                   stored: list[Record] | None = None) -> list[Record]:
     """The newest record of each of the suite's cells at ``scale`` in ``results_dir`` (none when
-    the store does not exist), methods run beside the suite's included; of each cell the store holds while the store is pending a re-run
-    (``results/pending_rerun.json``): until the re-run lands it reports what it was made from.
+    the store does not exist), methods run beside the suite's included; of each cell the store
+    holds while the store is pending a re-run (``results/pending_rerun.json``): until the re-run lands it reports what it was made from.
     ``stored``: the store's records when the caller has read them already."""
     from benchmark.results import ResultStore
 
-    if stored is None:
-        stored = ResultStore(suite.results_path(results_dir, scale)).read()
     from benchmark.sweep import beside_cell_ids
 
+    if stored is None:
+        stored = ResultStore(suite.results_path(results_dir, scale)).read()
     ids = None if is_pending(suite, scale, results_dir) else {c.cell_id for c in suite.cells(scale)}
     if ids is not None:  # and every method run beside the suite's (sweep --with-method, submit)
         ids |= beside_cell_ids(suite, scale, stored)

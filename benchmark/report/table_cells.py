@@ -10,22 +10,22 @@ from typing import Any
 
 import pandas as pd
 
-from benchmark.record import Record
-from benchmark.registry import display_name
+from benchmark.record import Record, as_records
 from benchmark.errors import ConfigError, DataError, closest
 from benchmark.report.fidelity import Fidelity, FidelityCell, kendall_fidelity
 from benchmark.report.flags import (
     REFERENCE_ALGORITHMS,
     CellFlags,
-    below_reference,
     reference_of,
     seed_flags,
 )
+from benchmark.report.cell_marks import mark_below_reference, mark_unlearned
 from benchmark.report.record_filters import apply_filters, check_keys, check_uniform, under_condition
 from benchmark.report.records import (
     AVAILABILITY_PREFIX,
     COVERED_PREFIX,
     aggregate,
+    algorithm_display_names,
     availability_columns,
     metric_column,
     records_frame,
@@ -70,7 +70,7 @@ class _Cell:
         text += (fmt.dagger if self.dagger else "") + (fmt.ddagger if self.ddagger else "")
         if self.flags is not None and self.kind == "value":
             text += ((fmt.collapsed if self.flags.collapsed else "") + (fmt.unconverged if self.flags.unconverged else "")
-                     + (fmt.below if self.flags.below_reference else ""))
+                     + (fmt.unlearned if self.flags.unlearned else "") + (fmt.below if self.flags.below_reference else ""))
         return text
 
     def render(self, fmt: _Format, decimals: int) -> str:
@@ -110,12 +110,14 @@ class _Layout:
     availability: dict[RowKey, dict[str, tuple[float, float]]] = field(default_factory=dict)
     covered_availability: dict[RowKey, dict[str, tuple[float, float]]] = field(default_factory=dict)
     fidelity: Fidelity | None = None
+    # algorithm name -> the display name its records carry (record.algorithm.display_name)
+    display_names: dict[Hashable, str] = field(default_factory=dict)
 
     def row_label(self, nk: Hashable) -> str:
         if nk not in self.spec.row_labels and isinstance(nk, str) and nk in REFERENCE_ALGORITHMS:
             return REFERENCE_ALGORITHMS[nk]
-        if nk not in self.spec.row_labels and "algorithm.name" in self.spec.rows and isinstance(nk, str):
-            return display_name(nk)  # a method the suite does not label (run beside it): the class's name
+        if nk not in self.spec.row_labels and nk in self.display_names:
+            return self.display_names[nk]  # a method the suite does not label (run beside it): its class's name
         return self.spec.row_labels.get(nk, _fmt_value(self.raw.get(nk, nk)))
 
     def group_label(self, group: RowKey) -> str:
@@ -248,7 +250,8 @@ def _build(records: Sequence[Record | Mapping[str, Any]], spec: _Spec) -> tuple[
                     cell = _Cell("value", mean=rec["mean"] * scale, std=rec["std"] * scale, n=rec["n"],
                                  attempted=rec["n"] + rec["n_failed"],
                                  dagger=rec["n_failed"] > 0, ddagger=has_excl,
-                                 flags=seed_flags(cell_records.get((row, group), [])))
+                                 flags=seed_flags(cell_records.get((row, group), []),
+                                                  judge_convergence=not spec.fixed_budget))
                     if rec["n_failed"]:
                         failures[(row, group)] = (rec["n_failed"], rec["n_failed"] + rec["n_ok"], rec["failure"])
                 cell.control = control_means.get((row, group, metric), math.nan)
@@ -258,11 +261,13 @@ def _build(records: Sequence[Record | Mapping[str, Any]], spec: _Spec) -> tuple[
                     cell.paper = "N/A"
                 cells[(row, group, metric)] = cell
 
-    _mark_below_reference(cells, rows, groups, spec, cell_records)
+    mark_below_reference(cells, rows, groups, spec, cell_records)
+    mark_unlearned(cells, rows, groups, spec, cell_records)
     for group in groups:
         for metric in spec.metrics:
             values = [c for c in (cells[(r, group, metric)] for r in rows if reference_of(r, spec.rows) is None)
-                      if c.kind == "value" and math.isfinite(c.mean)]  # an overflowed mean ranks nowhere
+                      if c.kind == "value" and math.isfinite(c.mean)  # an overflowed mean ranks nowhere
+                      and not (c.flags is not None and c.flags.unrankable)]  # nor a collapsed or unlearned cell
             if len(values) < 2 or not spec.emphasis:
                 continue
             sign = 1.0 if metric in spec.lower_is_better else -1.0
@@ -276,6 +281,8 @@ def _build(records: Sequence[Record | Mapping[str, Any]], spec: _Spec) -> tuple[
     layout = _Layout(spec, rows, groups, cells, subcols, raw, excluded, failures,
                      {g: availability[g] for g in groups if g in availability},
                      {g: covered_availability[g] for g in groups if g in covered_availability})
+    if "algorithm.name" in spec.rows:
+        layout.display_names = algorithm_display_names(as_records(records))
     if spec.paper and spec.emphasis:  # a table of statistics (emphasis off) ranks nothing
         layout.fidelity = kendall_fidelity(_fidelity_cells(selected, spec, metric_cols, cells, subcols))
     out_rows = []
@@ -312,26 +319,6 @@ def _cell_records(records: Sequence[Record | Mapping[str, Any]], selected: pd.Da
         group = tuple(value_key(rec[k]) for k in spec.columns)
         out.setdefault((row, group), []).append(records[i])
     return out
-
-
-def _mark_below_reference(cells: dict[tuple[RowKey, RowKey, str], _Cell], rows: list[RowKey], groups: list[RowKey],
-                          spec: _Spec, cell_records: dict[tuple[RowKey, RowKey], list[Mapping[str, Any]]]) -> None:
-    """Flag shared-model cells below the linear reference of their column (``flags.below_reference``)."""
-    refs = {reference_of(r, spec.rows): r for r in rows if reference_of(r, spec.rows) is not None}
-    if "linear" not in refs or "chance" not in refs:
-        return
-    for group in groups:
-        for metric in spec.metrics:
-            lin, ch = cells.get((refs["linear"], group, metric)), cells.get((refs["chance"], group, metric))
-            if lin is None or ch is None or lin.kind != "value" or ch.kind != "value":
-                continue
-            for row in rows:
-                cell = cells[(row, group, metric)]
-                recs = cell_records.get((row, group), [])
-                shared = recs and not any((r.algorithm or {}).get("personalized") for r in recs)
-                if reference_of(row, spec.rows) is None and cell.kind == "value" and shared and cell.flags is not None:
-                    cell.flags.below_reference = below_reference(cell.mean, lin.mean, ch.mean,
-                                                                 metric not in spec.lower_is_better, 2 * lin.std)
 
 
 def _control_means(frame: pd.DataFrame, spec: _Spec, metric_cols: list[str]) -> dict[tuple[RowKey, RowKey, str], float]:
@@ -374,4 +361,5 @@ def _fidelity_cells(selected: pd.DataFrame, spec: _Spec, metric_cols: list[str],
     shown = set(subcols)
     return [FidelityCell(row, group, metric, cell.paper, runs.get((row, group, metric), {}))
             for (row, group, metric), cell in cells.items()
-            if (group, metric) in shown and cell.kind == "value" and isinstance(cell.paper, float)]
+            if (group, metric) in shown and cell.kind == "value" and isinstance(cell.paper, float)
+            and not (cell.flags is not None and cell.flags.unrankable)]  # no rank for a cell that did not learn

@@ -10,6 +10,7 @@ from collections.abc import Hashable
 from tabulate import tabulate
 
 from benchmark.guard import SPREAD_EPSILON, TAIL_SHARE
+from benchmark.learned import LEARNED_SES
 from benchmark.report.fidelity import (
     MIN_METHODS,
     number_text,
@@ -174,6 +175,14 @@ def _footnotes(layout: _Layout, fmt: _Format) -> list[str]:
         notes.append(f"{fmt.unconverged} Not converged: at least one seed's best round is in the last "
                      f"{TAIL_SHARE:.0%} of its rounds or its validation score was still rising "
                      f"(`check` lists them).")
+    if layout.spec.fixed_budget:
+        notes.append("Fixed budget by design: every cell runs the rounds the table is about, so convergence "
+                     "is not judged (collapse and learning are).")
+    if any(c.flags is not None and c.flags.unlearned for c in shown if c.kind == "value"):
+        notes.append(f"{fmt.unlearned} Not learned: at least one seed's best validation score is within "
+                     f"{LEARNED_SES:g} standard errors of its column's chance score (from the validation "
+                     f"set's size) or never rose above its first evaluation; such a cell is not ranked "
+                     f"(no bold, no rank, no Kendall tau).")
     if any(c.flags is not None and c.flags.below_reference for c in shown if c.kind == "value"):
         notes.append(f"{fmt.below} Below reference: a shared-model method that gains less than "
                      f"{1 - REFERENCE_MARGIN:.0%} of the linear reference's gain over chance in its column.")

@@ -15,7 +15,7 @@ VALID_KEYS = (
     "rows", "row_order", "row_labels", "columns", "column_order", "column_labels",
     "metrics", "metric_labels", "key_labels", "lower_is_better", "raw_metrics", "decimals",
     "caption", "paper", "na", "filters", "column_metrics", "metric_decimals", "emphasis", "control",
-    "split_wide",
+    "split_wide", "fixed_budget",
     "title", "stem",  # read by the suite writer (report.suite_tables); make_table takes title too
 )
 
@@ -70,6 +70,7 @@ class _Spec:
     emphasis: bool = True  # bold best / underline second; off for tables of statistics
     control: "_Control | None" = None
     split_wide: bool = False  # markdown: one table per first-column-key value when too wide
+    fixed_budget: bool = False  # the suite fixes every cell's rounds by design: convergence is not judged
 
     def group_metrics(self, group: RowKey) -> list[str]:
         """The metrics a column group shows: those of the first group value that column_metrics
@@ -288,7 +289,15 @@ def _parse_spec(spec: Any) -> _Spec:
         emphasis=_emphasis(spec),
         control=_parse_control(spec, rows + columns),
         split_wide=_split_wide(spec, columns),
+        fixed_budget=_flag(spec, "fixed_budget"),
     )
+
+
+def _flag(spec: Mapping[str, Any], key: str) -> bool:
+    value = spec.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"table.{key} must be true or false, got {value!r}")
+    return value
 
 
 def _emphasis(spec: Mapping[str, Any]) -> bool:

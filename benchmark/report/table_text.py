@@ -106,6 +106,7 @@ class _Format:
     collapsed: str = "×"      # a seed's model collapsed (every score equal)
     unconverged: str = "°"    # a seed stopped before converging
     below: str = "▽"          # below the linear reference (benchmark/report/flags.py)
+    unlearned: str = "∅"      # a seed did not learn: no better than chance, or never rose (benchmark/learned.py)
 
 
 _MD = _Format(
@@ -118,5 +119,5 @@ _TEX = _Format(
     esc=latex_escape, pm=r" $\pm$ ", bold=lambda s: rf"\textbf{{{s}}}",
     underline=lambda s: rf"\underline{{{s}}}", dagger=r"$^{\dagger}$", ddagger=r"$^{\ddagger}$",
     missing="---", range_dash="--", tau=r"$\tau$", label_sep=" / ",
-    collapsed=r"$^{\times}$", unconverged=r"$^{\circ}$", below=r"$^{\triangledown}$",
+    collapsed=r"$^{\times}$", unconverged=r"$^{\circ}$", below=r"$^{\triangledown}$", unlearned=r"$^{\emptyset}$",
 )

@@ -35,6 +35,7 @@ class AMFLClassification(Task):
     """AMFL personalized classification: cross-entropy on mini-batches; ACC = mean over clients of personal accuracy."""
 
     primary_metric = "accuracy"
+    tuned_options = ("train.lr", "train.weight_decay", "train.local_epochs")  # each client's architecture is fixed
     metrics = ("accuracy",)
 
     @dataclass

@@ -39,6 +39,10 @@ class Task(ABC):
     #: bumped when what the task trains or scores changes, so a record made before the change
     #: carries another protocol hash and is never averaged with one made after it
     protocol_version: ClassVar[int] = 1
+    #: the shared options a tuner searches for every method on this task (their ranges are
+    #: declared beside them, as ``tune`` metadata in benchmark/config.py); a method adds its own
+    tuned_options: ClassVar[tuple[str, ...]] = ("train.lr", "train.weight_decay", "train.local_epochs",
+                                                 "model.hidden", "model.dropout")
 
     @classmethod
     def protocol_marks(cls, cfg: dict) -> dict[str, object]:

@@ -60,6 +60,7 @@ class KGCompletion(Task):
     """KG completion: KGE loss with uniform negatives; filtered tie-aware MRR and Hits@1/3/10 over the client's entities."""
 
     primary_metric = "mrr"
+    tuned_options = ("train.lr", "train.local_epochs")  # the GNN's model.* options do not reach a KGE model
     metrics = ("mrr", "hits@1", "hits@3", "hits@10")
     # 2: every federated method is scored (and its best round chosen) on its client view;
     # version 1 scored MMFedE, MMFedEC, MMFedProx, FedE and FedR on the server view

@@ -44,10 +44,12 @@ def as_text(value: Any) -> str:
 
 
 def round_metrics(history: dict[str, list], index: int = -1) -> tuple[int, dict[str, float]]:
-    """(round, {curve: value}) of one round of the engine's history, unmeasured values left out."""
+    """(step, {curve: value}) of one round of the engine's history, unmeasured values left out.
+    The step counts rounds run, from 1, as the progress bar does (the record's ``curves["round"]``
+    and ``best_round`` count from 0: step = round + 1)."""
     i = index % len(history["round"])
-    return int(history["round"][i]), {k: v[i] for k, v in history.items()
-                                      if k != "round" and i < len(v) and v[i] is not None}
+    return int(history["round"][i]) + 1, {k: v[i] for k, v in history.items()
+                                          if k != "round" and i < len(v) and v[i] is not None}
 
 
 def run_name(cfg: Any) -> str:

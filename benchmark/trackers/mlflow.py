@@ -105,7 +105,7 @@ class MLflowTracker(Tracker):
         self._metrics(metrics, round)
 
     def finish(self, record: Record) -> None:
-        step = max(record.best_round, 0)
+        step = max(record.best_round, 0) + 1  # rounds counted from 1, as in log_round
         final = {f"{FINAL}{k}": v for k, v in record.metrics.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool)}
         final["best_round"] = record.best_round

@@ -28,7 +28,7 @@ def _hparam(value: Any) -> Any:
 
 @TRACKERS.register("tensorboard")
 class TensorBoardTracker(Tracker):
-    """Scalars (float64), the config and provenance as text, hparams; `tensorboard --logdir <tracker_dir>`."""
+    """Scalars, the config and provenance as text, hparams; `tensorboard --logdir <tracker_dir>`."""
 
     requires = ("tensorboard",)
 
@@ -40,8 +40,9 @@ class TensorBoardTracker(Tracker):
         self.config: dict[str, Any] = {}
 
     def _scalar(self, tag: str, value: float, step: int) -> None:
-        # new-style double-precision scalars: the logged value is the record's, bit for bit
-        self.writer.add_scalar(tag, float(value), step, new_style=True, double_precision=True)
+        # classic scalar summaries: what TensorBoard's Scalars tab and EventAccumulator.Scalars()
+        # read (float32; the record keeps the exact values)
+        self.writer.add_scalar(tag, float(value), step)
 
     def start(self, config: dict[str, Any], tags: dict[str, str]) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -59,7 +60,7 @@ class TensorBoardTracker(Tracker):
             self._scalar(key, value, round)
 
     def finish(self, record: Record) -> None:
-        step = max(record.best_round, 0)
+        step = max(record.best_round, 0) + 1  # rounds counted as in log_round
         final = {f"{FINAL}{k}": float(v) for k, v in record.metrics.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool)}
         for key, value in final.items():

@@ -79,7 +79,8 @@ class FedMBridgeConfig:
     max_chunks: int = field(default=1024, metadata={"help": "chunks one node may need (decoder: chunked)", "min": 1, "max": 1_000_000})
     chunk_dim: int = field(default=16, metadata={"help": "width of the chunk-index embedding (decoder: chunked)", "min": 1, "max": 65_536})
     server_lr: float = field(default=0.001, metadata={"help": "TAHN learning rate eta (Table 5, for SGD: 0.005-0.07)",
-                                                      "positive": True})
+                                                      "positive": True,
+                                                      "tune": {"low": 1e-4, "high": 0.1, "log": True}})
     server_optimizer: str = field(default="adam", metadata={
         "help": "optimizer of the TAHN update: sgd (Table 5) or adam (same chain-rule gradient, preconditioned)",
         "choices": ("sgd", "adam")})

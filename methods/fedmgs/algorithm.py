@@ -28,9 +28,11 @@ TASK_READOUT = {"node_cls": "class", "link_pred": "link", "retrieval": "modality
 @dataclass
 class FedMGSConfig:
     lambda_rec: float = field(default=0.5, metadata={
-        "help": "weight of L_rec, reconstruction of z^m on complete nodes (Eq. 10; the paper gives no number)", "min": 0})
+        "help": "weight of L_rec, reconstruction of z^m on complete nodes (Eq. 10; the paper gives no number)", "min": 0,
+        "tune": {"low": 0.0, "high": 1.0}})
     lambda_proto: float = field(default=1.0, metadata={
-        "help": "weight of L_proto, alignment of s_i with class prototypes (Eq. 10; node classification only)", "min": 0})
+        "help": "weight of L_proto, alignment of s_i with class prototypes (Eq. 10; node classification only)", "min": 0,
+        "tune": {"low": 0.0, "high": 2.0}})
     use_avail_enc: bool = field(default=True, metadata={
         "help": "availability-aware encoding (Sec. 4.2); false = Table 4 'w/o Avail_Graph Encoding'"})
     use_proto_synth: bool = field(default=True, metadata={

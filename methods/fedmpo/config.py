@@ -43,7 +43,8 @@ class FedMPOConfig:
     lambda_route: float | None = field(default=None, metadata={
         "help": "routing weight (uncertainty calibration + load balance); null = Table 9 (0.01)", "min": 0})
     lambda_bal: float = field(default=1.0, metadata={
-        "help": "weight of load balancing inside L_route (Eq. 33) [guess: the paper gives no value]", "min": 0})
+        "help": "weight of load balancing inside L_route (Eq. 33) [guess: the paper gives no value]", "min": 0,
+        "tune": {"low": 0.0, "high": 2.0}})
 
     # ---- Stage 1: masking and graph context encoding (Table 7)
     mask_rate: float = field(default=0.2, metadata={

@@ -52,8 +52,8 @@ class MMFeD3(DualViewKG):
     @dataclass
     class Config(DualViewKG.Config):
         sync_client: bool = field(default=False, metadata={"help": "restart the client view from the global parameters every round (literal Alg. 2 line 5); default false: a persistent local client view"})
-        mu: float = field(default=0.1, metadata={"help": "weight mu of the logit distillation L_c2s + L_s2c (Eq. 12; the seed gives no value)", "min": 0})
-        eta: float = field(default=0.1, metadata={"help": "weight eta of the feature distillation ||E^c - E^{s,c}||^2 (Eq. 12; the seed gives no value)", "min": 0})
+        mu: float = field(default=0.1, metadata={"help": "weight mu of the logit distillation L_c2s + L_s2c (Eq. 12; the seed gives no value)", "min": 0, "tune": {"low": 1e-3, "high": 1.0, "log": True}})
+        eta: float = field(default=0.1, metadata={"help": "weight eta of the feature distillation ||E^c - E^{s,c}||^2 (Eq. 12; the seed gives no value)", "min": 0, "tune": {"low": 1e-3, "high": 1.0, "log": True}})
 
     def distill(self, terms: DualTerms, state: dict, rnd: int) -> dict[str, Tensor]:
         mu, eta = float(self.cfg.mu), float(self.cfg.eta)

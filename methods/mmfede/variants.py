@@ -53,7 +53,7 @@ class MMFedProx(_TracedMMFedE):
 
     @dataclass
     class Config(KGAlgorithm.Config):
-        mu: float = field(default=0.01, metadata={"help": "weight of the proximal term (the seed gives none; FedProx's usual 0.01)", "min": 0})
+        mu: float = field(default=0.01, metadata={"help": "weight of the proximal term (the seed gives none; FedProx's usual 0.01)", "min": 0, "tune": {"low": 1e-4, "high": 1.0, "log": True}})
 
     def regularizer(self, client: KGClientData, model: KGEClient, state: dict, rnd: int) -> Regularizer | None:
         """Anchor = the global rows just loaded. Mean over entities (squared row norm), so
@@ -73,7 +73,7 @@ class MMFedEC(_TracedMMFedE):
 
     @dataclass
     class Config(KGAlgorithm.Config):
-        mu: float = field(default=0.1, metadata={"help": "weight of the contrastive term (FedLU repo: 0.1)", "min": 0})
+        mu: float = field(default=0.1, metadata={"help": "weight of the contrastive term (FedLU repo: 0.1)", "min": 0, "tune": {"low": 1e-3, "high": 1.0, "log": True}})
         tau: float = field(default=0.2, metadata={"help": "temperature of the contrastive term (FedLU repo: 0.2)", "positive": True})
 
     def regularizer(self, client: KGClientData, model: KGEClient, state: dict, rnd: int) -> Regularizer | None:

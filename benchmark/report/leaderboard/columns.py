@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from benchmark.report.flags import seed_flags
+from benchmark.report.flags import CellFlags, chance_of_setting, mark_learning, seed_flags
 from benchmark.report.leaderboard.rows import Row, Stat
 from benchmark.report.leaderboard.sections import SETTING_HEADERS, Section, fmt_param
 
@@ -79,6 +79,8 @@ def columns(section: Section) -> list[Column]:
     view on a narrow screen; the Code column opens the row's provenance.
     """
     p = section.primary
+    chance = chance_of_setting([rec for row in section.rows for rec in row.records])
+    judged = not section.fixed_budget  # a fixed-budget suite is not judged for convergence
     pct = section.percent.get(p, True)
     places = section.places(p)
     unit = " (%)" if pct else ""
@@ -126,9 +128,11 @@ def columns(section: Section) -> list[Column]:
                lambda r: _mean(r, "seconds_per_round"), "median seconds per round", part="cost"),
         Column("seeds", "Seeds ok", True, lambda r: f"{len(r.ok)}/{len(r.records)}", lambda r: len(r.ok),
                "successful seeds / seeds run", part="cost"),
-        Column("guard", "Guard", False, guard_text, lambda r: _flagged(r),
-               "the pathology guard over the row's seeds: collapsed (every score equal) and unconverged "
-               "seeds (benchmark/guard.py); 'ok' when none is flagged", part="cost"),
+        Column("guard", "Guard", False, lambda r: guard_text(r, chance(r.records[0]) if r.records else None, judged),
+               lambda r: _flagged(r, chance(r.records[0]) if r.records else None, judged),
+               "the pathology guard over the row's seeds: collapsed (every score equal), unconverged and "
+               "not learned (no better than its setting's chance reference, or never rose) seeds "
+               "(benchmark/guard.py, benchmark/learned.py); 'ok' when none is flagged", part="cost"),
         Column("code", "Code", False, lambda r: ", ".join(r.code_versions), lambda r: r.latest,
                "git commit(s) of the row; click for provenance (sorts by run time)", part="cost"),
         Column("track", "Track", False, section.track_of, section.track_of, "benchmark track", part="cost"),
@@ -137,15 +141,23 @@ def columns(section: Section) -> list[Column]:
     return cols
 
 
-def _flagged(row: Row) -> int:
-    flags = seed_flags(row.records)
-    return flags.collapsed + flags.unconverged
+def _row_flags(row: Row, chance: float | None, judge_convergence: bool = True) -> CellFlags:
+    flags = seed_flags(row.records, judge_convergence)
+    mark_learning(flags, [r for r in row.records if r.ok], chance)
+    return flags
 
 
-def guard_text(row: Row) -> str:
-    """'ok', or how many of the row's seeds collapsed or stopped before converging."""
-    flags = seed_flags(row.records)
-    parts = [f"{n} {what}" for n, what in ((flags.collapsed, "collapsed"), (flags.unconverged, "unconverged")) if n]
+def _flagged(row: Row, chance: float | None = None, judge_convergence: bool = True) -> int:
+    flags = _row_flags(row, chance, judge_convergence)
+    return flags.collapsed + flags.unconverged + flags.unlearned
+
+
+def guard_text(row: Row, chance: float | None = None, judge_convergence: bool = True) -> str:
+    """'ok', or how many of the row's seeds collapsed, stopped before converging or did not learn
+    (against ``chance``, its setting's chance score; without one only the rise is judged)."""
+    flags = _row_flags(row, chance, judge_convergence)
+    parts = [f"{n} {what}" for n, what in ((flags.collapsed, "collapsed"), (flags.unconverged, "unconverged"),
+                                           (flags.unlearned, "not learned")) if n]
     return ", ".join(parts) or "ok"
 
 

@@ -75,6 +75,7 @@ class Section:
     figures: list[tuple[str, Path]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     fidelity: list[FidelityRow] = field(default_factory=list)  # the suite's tables against the paper's ranking
+    fixed_budget: bool = False  # the suite fixes its rounds by design: the guard judges no convergence
 
     def track_of(self, row: Row) -> str:
         return self.track or row.task
@@ -258,7 +259,8 @@ def make_section(suite: str, scale: str, records: list[Record]) -> Section | Non
             metric_labels.setdefault(str(k), str(v))
     return Section(suite=suite, scale=scale, description=desc, track=spec.get("track"), rows=rows,
                    metrics=metrics, primary=primary, percent=percent, labels=labels, metric_labels=metric_labels,
-                   extra_params=extra, decimals=decimals, param_labels=param_labels, value_labels=value_labels)
+                   extra_params=extra, decimals=decimals, param_labels=param_labels, value_labels=value_labels,
+                   fixed_budget=bool(spec.get("fixed_budget")))
 
 
 def discover(results_dir: str | Path) -> list[tuple[str, str, Path]]:
