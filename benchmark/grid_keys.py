@@ -11,14 +11,15 @@ are held to the same rule by a test.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchmark.dotted import flatten
 from benchmark.errors import ConfigError
 from benchmark.safe_yaml import clip, short_repr
 
-if TYPE_CHECKING:
-    from benchmark.sweep import Suite
+#: a ``benchmark.sweep.Suite`` (grids, grid, axes, axis_overrides), typed loosely so this module
+#: does not import the sweep that imports it
+Suite = Any
 
 _MISSING = object()
 

@@ -5,17 +5,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchmark.report.flags import CellFlags, below_reference, chance_score, mark_learning, reference_of
 from benchmark.report.table_spec import _Spec
 from benchmark.report.table_text import RowKey
 
-if TYPE_CHECKING:
-    from benchmark.report.table_cells import _Cell
+#: a table cell (``table_cells._Cell``: ``kind``, ``mean``, ``std``, ``flags``), typed loosely so
+#: this module does not import the one that imports it
+Cells = dict[tuple[RowKey, RowKey, str], Any]
 
 
-def mark_below_reference(cells: dict[tuple[RowKey, RowKey, str], "_Cell"], rows: list[RowKey], groups: list[RowKey],
+def mark_below_reference(cells: Cells, rows: list[RowKey], groups: list[RowKey],
                           spec: _Spec, cell_records: dict[tuple[RowKey, RowKey], list[Mapping[str, Any]]]) -> None:
     """Flag shared-model cells below the linear reference of their column (``flags.below_reference``)."""
     refs = {reference_of(r, spec.rows): r for r in rows if reference_of(r, spec.rows) is not None}
@@ -35,7 +36,7 @@ def mark_below_reference(cells: dict[tuple[RowKey, RowKey, str], "_Cell"], rows:
                                                                  metric not in spec.lower_is_better, 2 * lin.std)
 
 
-def mark_unlearned(cells: dict[tuple[RowKey, RowKey, str], "_Cell"], rows: list[RowKey], groups: list[RowKey],
+def mark_unlearned(cells: Cells, rows: list[RowKey], groups: list[RowKey],
                     spec: _Spec, cell_records: dict[tuple[RowKey, RowKey], list[Mapping[str, Any]]]) -> None:
     """Count each cell's seeds that did not learn (``flags.unlearned``), against the chance
     reference of its column where the table shows one; without one only the rise is judged."""
