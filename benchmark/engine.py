@@ -390,6 +390,7 @@ class Engine:
                 cost.add_round(rnd, timer, seconds, sim.history["bytes_down"][-1], sim.history["bytes_up"][-1])
                 cost.note_server(server.algo, sim.broadcast)
                 last = rnd == cfg.train.rounds - 1
+                told_to_stop = False  # the on_eval hook (a tuner's pruner) ends the run after this round
                 if rnd % cfg.train.eval_every == 0 or last:
                     per_client = self._evaluate(sim, rnd)
                     val = self.task.aggregate(per_client, "val")
@@ -406,11 +407,7 @@ class Engine:
                         sim.bad_evals = 0
                     else:
                         sim.bad_evals += 1
-                    if self.on_eval is not None and self.on_eval(rnd, score):
-                        _pad_history(sim.history)
-                        trackers.log_round(sim.history)
-                        sim.next_round = rnd + 1
-                        break
+                    told_to_stop = self.on_eval is not None and self.on_eval(rnd, score)
                 else:
                     sim.history[primary].append(None)
                     sim.history[f"test/{self.task.primary_metric}"].append(None)
@@ -419,8 +416,8 @@ class Engine:
                 sim.next_round = rnd + 1
                 if local and cfg.train.checkpoint_every > 0 and sim.next_round % cfg.train.checkpoint_every == 0:
                     self._save_checkpoint(sim, server)
-                if (cfg.train.patience > 0 and sim.bad_evals >= cfg.train.patience
-                        and sim.next_round >= cfg.train.min_rounds):  # no stop before min_rounds have run
+                if told_to_stop or (cfg.train.patience > 0 and sim.bad_evals >= cfg.train.patience
+                                    and sim.next_round >= cfg.train.min_rounds):  # no stop before min_rounds
                     break
         record: Record | None = None
         try:
