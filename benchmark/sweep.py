@@ -428,9 +428,16 @@ def method_cells(suite: Suite, scale: str | None, method: str, validate: bool = 
 
 def beside_cell_ids(suite: Suite, scale: str, records: list[Record]) -> set[str]:
     """The ids of the cells of every method the stored records ran beside the suite's own
-    (``--with-method``, ``submit``): the methods named in ``records`` that the grid does not list."""
+    (``--with-method``, ``submit``): the registered or submitted methods named in ``records`` that
+    the grid does not list."""
+    from benchmark import registry as R
+
+    R.load_plugins()
     own = set(suite.grid.get("algorithm.name") or [])
-    names = {str(r.params.get("algorithm.name")) for r in records if r.params and "algorithm.name" in r.params}
+    # a registered method, or a submitted file's; never a name the suite or registry dropped (a
+    # renamed method's old records stay superseded)
+    names = {str(r.params["algorithm.name"]) for r in records if r.params and "algorithm.name" in r.params
+             and (r.params["algorithm.name"] in R.ALGORITHMS or r.submission)}
     return {c.cell_id for name in sorted(names - own) for c in method_cells(suite, scale, name, validate=False)}
 
 
