@@ -33,6 +33,9 @@ class Cell:
     params: dict[str, Any]
     seed: int
     config: dict[str, Any]
+    # the tuning study whose choice is merged into ``config`` (benchmark.tuned), else None;
+    # not part of the cell's identity: a tuned cell is the same cell, run with better settings
+    tuning: dict[str, Any] | None = None
 
     @property
     def cell_id(self) -> str:
@@ -87,7 +90,8 @@ def stamp(cell: Cell, record: dict[str, Any], backend: str = "joblib",
     backend that ran it and the worker process (-1 when the driver records a worker's death)."""
     stamped = Record.from_dict(record).stamped(
         suite=cell.suite, scale=cell.scale, cell_id=cell.cell_id, params=cell.params, seed=cell.seed,
-        sweep_backend=backend, worker_pid=os.getpid() if worker_pid is None else worker_pid)
+        sweep_backend=backend, worker_pid=os.getpid() if worker_pid is None else worker_pid,
+        tuning=cell.tuning)
     record.clear()  # callers hold this dict: it becomes the stamped record in place
     record.update(stamped.to_dict())
     return record

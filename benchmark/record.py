@@ -24,7 +24,7 @@ STATUSES = ("ok", "failed")
 
 # optional fields: written only when set (None or empty), as the records before this class did
 _OMIT_WHEN_UNSET = ("coverage", "pretraining", "submission", "suite", "scale", "cell_id", "sweep_backend",
-                    "worker_pid", "guard", "backend", "eval_sizes")
+                    "worker_pid", "guard", "backend", "eval_sizes", "tuning")
 
 
 @dataclass
@@ -67,6 +67,8 @@ class Record:
     pretraining: dict[str, Any] | None = None
     guard: dict[str, Any] = field(default_factory=dict)
     submission: dict[str, Any] | None = None
+    # the tuning study whose choice the cell ran with (study, trial, budget, params, file)
+    tuning: dict[str, Any] | None = None
     # the sweep's stamp: which cell of which suite, which backend and worker ran it
     suite: str | None = None
     scale: str | None = None

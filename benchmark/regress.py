@@ -44,6 +44,10 @@ from benchmark.errors import BenchmarkError, ConfigError, DataError, first_line
 from benchmark.stopping import as_interrupted
 
 REFERENCE_DIR = Path("results") / "reference"
+#: where regress reads the finished tuning studies' choices (benchmark.tuned): the committed
+#: ones, as the sweeps that made the reference records did (its own records go to a temporary
+#: directory, which holds no studies)
+TUNED_FROM = Path("results")
 DIRECTIONS = ("higher", "lower", "both")
 SPEC_KEYS = ("k", "min_seeds", "scale", "metrics", "also")
 RULE_KEYS = ("direction", "floor")
@@ -399,10 +403,12 @@ def run_ci_suite(suite: Any, spec: RegressSpec, jobs: int, overrides: Mapping[st
         if store.exists():
             raise BenchmarkError(f"{store} exists; regress runs every cell fresh, so --keep needs a directory "
                                  f"without records of suite '{suite.name}'")
-        records, _ = run_suite(suite, spec.scale, jobs, keep, progress=progress, overrides=dict(overrides))
+        records, _ = run_suite(suite, spec.scale, jobs, keep, progress=progress, overrides=dict(overrides),
+                               tuned=TUNED_FROM)
         return records
     with tempfile.TemporaryDirectory(prefix="fedmm-regress-") as tmp:
-        records, _ = run_suite(suite, spec.scale, jobs, tmp, progress=progress, overrides=dict(overrides))
+        records, _ = run_suite(suite, spec.scale, jobs, tmp, progress=progress, overrides=dict(overrides),
+                               tuned=TUNED_FROM)
     return records
 
 

@@ -306,6 +306,7 @@ RECORD_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "coverage": (_dict_of(lambda v: v is None or _is_number(v)), "an object of numbers"),
     "eval_sizes": (_dict_of(lambda v: v is None or _is_number(v)), "an object of numbers"),
     "submission": (_dict_of(_any), "an object"),
+    "tuning": (_dict_of(_any), "an object"),
     "guard": (_dict_of(_any), "an object"),
     "error": (_error_ok, "null, a string or {round, reason}"),
     "schema_version": (lambda v: _is_int(v) and 1 <= v <= SCHEMA_VERSION,

@@ -64,6 +64,7 @@ from benchmark.config import (NAME_HELP, NAME_PATTERN, build_run_config, check_o
 from benchmark.errors import ConfigError, closest
 from benchmark.grid_keys import check_params_describe_config, refuse_grid_overrides
 from benchmark.results import GIT_STATE_ENV, ResultStore, git_state, stale_reasons
+from benchmark.tuned import apply_choices
 from benchmark.record import Record, latest_records
 from benchmark.safe_yaml import clip, short_repr
 from benchmark.stopping import as_interrupted, stop_on_signals
@@ -508,15 +509,20 @@ def _check_output_folders(cells: list[Cell]) -> None:
 
 
 def check_sweep_input(suite: Suite, scale: str | None, overrides: dict[str, Any] | None = None,
-                      only: dict[str, Any] | None = None, with_method: str | None = None) -> list[Cell]:
-    """The cells a sweep runs (``--only`` applied, ``--set`` merged; with ``with_method`` only
-    that method's cells beside the suite's, :func:`method_cells`), or a one-line error for
+                      only: dict[str, Any] | None = None, with_method: str | None = None,
+                      results_dir: str | Path | None = "results") -> list[Cell]:
+    """The cells a sweep runs (``--only`` applied, the finished tuning studies' choices under
+    ``results_dir`` merged (:func:`benchmark.tuned.apply_choices`; None runs the suite's own
+    settings), then ``--set``; with ``with_method`` only that method's cells beside the
+    suite's, :func:`method_cells`), or a one-line error for
     bad input (environment values, an ``--only`` that selects nothing, a ``--set`` on a grid
     key or an unknown one, an unusable output folder) before any cell runs or anything is written."""
     check_environment()
     scale = scale or suite.default_scale
     every = with_method_cells(suite, scale, with_method) if with_method else suite.cells(scale)
     cells = select_cells(every, only or {})
+    if results_dir is not None:
+        cells = apply_choices(suite, cells, results_dir)
     if overrides:
         refuse_grid_overrides(suite, overrides)  # a record must never name a setting that did not run
         for c in cells:
@@ -534,10 +540,13 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
               isolate: bool | None = None, backend: str = "joblib",
               address: str | None = None, keep_stale: bool = False,
               cells: list[Cell] | None = None,
-              with_method: str | None = None) -> tuple[list[dict[str, Any]], int]:
+              with_method: str | None = None,
+              tuned: bool | str | Path = True) -> tuple[list[dict[str, Any]], int]:
     """Run the cells not yet in the store; returns (all records of this suite+scale, cells run now).
     ``with_method`` runs only that registered method's cells beside the suite's methods
-    (:func:`method_cells`).
+    (:func:`method_cells`). ``tuned`` (the default) runs each cell with its finished tuning
+    study's choice from ``results_dir/tuning`` (:mod:`benchmark.tuned`; a path: from that
+    results directory's ``tuning``); False runs the suite's own settings.
 
     ``cells`` is :func:`check_sweep_input`'s answer when the caller already checked the input
     (the ``sweep`` verb does, before it touches the disk), so it is not computed twice.
@@ -554,7 +563,9 @@ def run_suite(suite: Suite, scale: str | None = None, jobs: int = 1, results_dir
     under another protocol or config) runs again, and its new record supersedes the old one
     in every report; ``keep_stale`` counts such records as done instead."""
     scale = scale or suite.default_scale
-    cells = cells if cells is not None else check_sweep_input(suite, scale, overrides, only, with_method)
+    tuning_dir = results_dir if tuned is True else (tuned or None)
+    cells = cells if cells is not None else check_sweep_input(suite, scale, overrides, only, with_method,
+                                                              tuning_dir)
     if isolate is None:
         isolate = bool(suite.spec.get("isolate", False))
     runner = sweep_backend(backend)

@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --backend ray: the address of a running Ray cluster (e.g. 10.0.0.5:6379 or auto)")
     s.add_argument("--only", action="append", default=[], metavar="KEY=VALUE",
                    help="run only the cells with this grid value or seed (repeatable), e.g. --only partition.num_clients=3")
+    s.add_argument("--untuned", action="store_true",
+                   help="run the suite's own settings, not the choices of its finished tuning studies "
+                        "(results/tuning/SUITE/SCALE.yaml, read by default)")
     s.add_argument("--with-method", default=None, metavar="NAME",
                    help="run a registered method beside the suite's baselines: one more row of its grid, only its "
                         "cells (a method in its own file: submit FILE --suite SUITE)")
@@ -192,7 +195,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     if stats and (overrides or only or a.with_method):
         flag = "--set" if overrides else "--only" if only else "--with-method"
         raise BenchmarkError(f"suite '{suite.name}' computes dataset statistics; {flag} does not apply")
-    cells = None if stats else check_sweep_input(suite, a.scale, overrides, only, a.with_method)  # one line before any write
+    tuned_from = None if a.untuned else a.results  # the finished studies' choices (benchmark.tuned)
+    cells = None if stats else check_sweep_input(suite, a.scale, overrides, only, a.with_method,
+                                                 tuned_from)  # one line before any write
     if a.address:
         from benchmark.backends.ray_sweep import probe
 

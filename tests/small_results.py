@@ -16,6 +16,7 @@ import pytest
 from fedmm_bench.cli import write_suite_tables
 from benchmark.config import build_run_config
 from benchmark.results import ResultStore, pending_stores, stale_reasons
+from benchmark.tuned import apply_choices
 from benchmark.sweep import applicable, latest_records, load_suite, select_cells
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +47,9 @@ def assert_complete_and_tables_generated(name: str, tmp_path: Path, only: dict[s
     """Every applicable cell has an ok record over seeds 0 to ``seeds`` - 1, the committed
     tables are generated from them, and (``clean``) no record was made by uncommitted code."""
     suite, records, n_cells = load_small(name, only)
-    configs = {c.cell_id: c.config for c in select_cells(suite.cells("small"), only or {})}
+    # each cell as a sweep runs it: with its finished tuning study's choice (benchmark.tuned)
+    tuned = apply_choices(suite, select_cells(suite.cells("small"), only or {}), ROOT / "results")
+    configs = {c.cell_id: c.config for c in tuned}
     stale = {r.cell_id: why for r in records if r.cell_id in configs
              and (why := stale_reasons(r, build_run_config(configs[r.cell_id])))}
     if name in PENDING:

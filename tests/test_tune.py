@@ -43,6 +43,15 @@ def test_the_search_space_is_declared_beside_the_options() -> None:
     assert space("fedprox") == SHARED + ["algorithm.mu"]
     assert space("fedmgs") == SHARED + ["algorithm.lambda_rec", "algorithm.lambda_proto"]
     assert space("chance") == []  # nothing to train: one trial of its own settings
+    # link prediction searches its decoder's temperature for every method; FedMPO its loss
+    # weights (null = Table 9: resolved for the first trial) and the upper bound of gamma
+    assert space("fedavg", "link_pred") == SHARED + ["task.temperature"]
+    assert space("fedmpo", "link_pred") == SHARED + ["task.temperature", "algorithm.lambda_rec",
+                                                     "algorithm.lambda_align", "algorithm.lambda_route",
+                                                     "algorithm.lambda_bal", "algorithm.interp_max"]
+    cfg = build_run_config({"task": {"name": "link_pred"}, "algorithm": {"name": "fedmpo"}})
+    first = current_values(cfg, search_space(cfg))
+    assert (first["algorithm.lambda_rec"], first["algorithm.lambda_align"], first["task.temperature"]) == (0.05, 0.01, 0.5)
     assert space("mmfed3", "kg_completion") == ["train.lr", "train.local_epochs", "algorithm.lambda_di",
                                                 "algorithm.mu", "algorithm.eta"]
 

@@ -32,7 +32,10 @@ concatenated in the dataset's order), on TRAINING rows only:
   directions) and ``V diag(l) V^T`` its eigendecomposition, the model embeds a node as
   ``(x - mean) V_k diag(sqrt(l_k))`` over the ``n_components`` largest positive eigenvalues,
   so the task's dot product is ``(x_u - mean)^T S_k (x_v - mean)``: high along the directions
-  in which linked nodes agree (independent random pairs have zero such covariance). Why not a
+  in which linked nodes agree (independent random pairs have zero such covariance). The
+  task's default decoder (protocol 3) scores the cosine of these embeddings (already centred),
+  so the score is that bilinear form normalized by the two nodes' lengths under ``S_k``; the
+  ``dot`` decoder scores the bilinear form itself. Why not a
   trained encoder: a linear encoder trained with the task's loss (200 Adam steps) stayed at
   or below chance on the test graphs (test AUC 0.41-0.48 on the 300-node test federation),
   and a logistic regression on pair features (``x_u * x_v``) is not a dot product of node

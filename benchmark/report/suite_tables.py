@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmark.record import Record, latest_records
+from benchmark.record import Record, as_records, latest_records
 from benchmark.report.tables import TableOutput, make_table
 
 
@@ -66,12 +66,33 @@ def make_suite_tables(suite: Any, records: list[Record], scale: str, pending: bo
         specs = [replace(t, spec={**t.spec, "fixed_budget": True}) for t in specs]
     if pending:
         specs = [replace(t, spec={**t.spec, "caption": _with_note(t.spec.get("caption"))}) for t in specs]
+    tuned = tuning_note(suite.name, scale, records)
+    if tuned:
+        specs = [replace(t, spec={**t.spec, "caption": _with_note(t.spec.get("caption"), tuned)}) for t in specs]
     return [SuiteTable(t.stem, make_table(records, t.spec, title=t.title)) for t in specs]
 
 
-def _with_note(caption: Any) -> str:
+def _with_note(caption: Any, note: str = PENDING_NOTE) -> str:
     text = str(caption or "").strip()
-    return f"{text.rstrip('.')}. {PENDING_NOTE}" if text else PENDING_NOTE
+    return f"{text.rstrip('.')}. {note}" if text else note
+
+
+def tuning_note(suite: str, scale: str, records: list[Any]) -> str:
+    """What a caption says of tuning when some of its records ran a study's choice: the budget
+    (trials per study, the same for every method), where the choices are, and which methods
+    still run the suite's own settings. Empty when no record is tuned."""
+    ok = [r for r in as_records(records) if r.ok]
+    tuned = [r for r in ok if isinstance(r.tuning, dict)]
+    if not tuned:
+        return ""
+    budgets = sorted({int(r.tuning.get("budget", 0)) for r in tuned})
+    budget = " or ".join(str(b) for b in budgets)
+    untuned = sorted({str((r.config.get("algorithm") or {}).get("name", "?")) for r in ok if r.tuning is None})
+    rest = f"; not yet tuned (the suite's own settings): {', '.join(untuned)}" if untuned else ""
+    return (f"Tuned: each method's hyperparameters in each column are the choice of one Optuna study (TPE sampler, "
+            f"median pruning, first trial the suite's own setting) of {budget} trials on validation data at the "
+            f"suite's first seed, the same budget for every method, the reference rows included "
+            f"(results/tuning/{suite}/{scale}.yaml){rest}.")
 
 
 def is_pending(suite: Any, scale: str, results_dir: str | Path) -> bool:

@@ -10,8 +10,15 @@ graph and serve as the positive targets, so that the model learns to predict edg
 cannot see, which is the situation at evaluation time (the "disjoint" split of PyG's
 ``RandomLinkSplit``); at evaluation the message graph holds all training edges.
 
-Scores are dot products of the model's outputs (the head projects the GNN embeddings to
-``embed_dim``). Losses: ``bce`` (positives vs uniformly sampled negatives), or
+Scores (``decoder``). ``cosine`` (the default since protocol 3): the cosine of the two nodes'
+outputs, each centred on the mean output over the client's nodes, divided by ``temperature``.
+A score is then bounded by 1 / temperature whatever the model's output scale, so every method
+starts near the loss of a constant score: a plain dot product on LayerNorm outputs (FedMPO's
+refinement) started with logits near +-embed_dim and a round-0 loss ten times that of a
+constant score, and the saturated sigmoid left its link prediction unable to learn (issue 54).
+Centring removes the component every node shares (the LayerNorm bias, a graph-wide mean), which
+carries no information about which pair is an edge. ``dot``: the raw dot product (protocol 2,
+kept for comparison). The head projects the GNN embeddings to ``embed_dim``. Losses: ``bce`` (positives vs uniformly sampled negatives), or
 ``bce_bpr_margin`` (FedMPO: BCE + 0.5 BPR + 0.3 margin ranking with margin 0.1, on sigmoid
 probabilities). ``hard_negatives`` keeps, per positive, the highest-scoring of
 ``hard_pool`` sampled candidates, or (``hard_pool_min`` > 0, FedMPO's "hard negative pool":
@@ -44,6 +51,7 @@ from benchmark.seeding import seeded_rng
 from benchmark.tasks.base import SPLITS, SPREAD, Task
 
 LOSSES = ("bce", "bce_bpr_margin")
+DECODERS = ("cosine", "dot")
 
 
 def task_rng(seed: int, cid: int, salt: str) -> np.random.Generator:
@@ -101,7 +109,8 @@ class LinkPrediction(Task):
 
     primary_metric = "auc"
     # 2: features standardized on each client's training rows (dataset.normalize)
-    protocol_version = 2
+    # 3: pairs scored by a centred cosine over a temperature by default (``decoder``)
+    protocol_version = 3
     metrics = ("auc", "ap")
     holds_out_edges = True
 
@@ -131,6 +140,12 @@ class LinkPrediction(Task):
         supervision_frac: float = field(
             default=0.0, metadata={"help": "fraction of training edges kept out of message passing as targets "
                                            "(0 = all training edges are both messages and targets)", "min": 0, "below": 1})
+        decoder: str = field(default="cosine", metadata={
+            "help": "pair score: cosine (centred outputs, over temperature: starts calibrated) or dot (raw dot product)",
+            "choices": DECODERS})
+        temperature: float = field(default=0.5, metadata={
+            "help": "cosine decoder: a pair's logit is its cosine / temperature", "positive": True,
+            "tune": {"low": 0.05, "high": 1.0, "log": True}})
         embed_dim: int = field(default=64, metadata={"help": "size of the node embeddings that are scored", "min": 1, "max": 65_536})
         seed: int = field(default=0, metadata={"help": "seed of the per-client edge split and evaluation negatives", "min": 0, "max": 2**32 - 1})
 
@@ -217,10 +232,31 @@ class LinkPrediction(Task):
         """Every node: the targets are edges, and no node label is involved."""
         return torch.ones(client.num_nodes, dtype=torch.bool, device=client.train_mask.device)
 
+    def embed(self, z: Tensor) -> Tensor:
+        """The model's outputs as the decoder scores them: with ``cosine``, centred on their mean
+        over the forward pass's nodes, unit length and divided by sqrt(temperature), so that the
+        dot product of two rows is their cosine / temperature; with ``dot``, unchanged."""
+        if self.cfg.decoder == "dot":
+            return z
+        z = z - z.mean(0, keepdim=True)
+        return F.normalize(z, dim=-1) / self.cfg.temperature ** 0.5
+
     @staticmethod
     def score(z: Tensor, pairs: Tensor) -> Tensor:
-        """Dot-product score of every pair ([2, P] -> [P])."""
+        """Dot-product score of every pair of decoder embeddings (``embed``; [2, P] -> [P])."""
         return (z[pairs[0]] * z[pairs[1]]).sum(-1)
+
+    def constant_score_loss(self) -> float:
+        """The training loss of a model whose every pair gets one score (the best such score, 0):
+        what an uninformed but calibrated start costs (BCE: ln 2 for the positives plus ln 2 for
+        the negatives; ``bce_bpr_margin`` adds ln 2 x the BPR weight and margin x its weight)."""
+        import math
+
+        c = self.cfg
+        loss = 2 * math.log(2)
+        if c.loss == "bce_bpr_margin":
+            loss += c.bpr_weight * math.log(2) + c.margin_weight * c.margin
+        return loss
 
     # ------------------------------------------------------------------ training
     def _negatives(self, z: Tensor, pos: Tensor, n: int, known: Tensor | None = None) -> Tensor:
@@ -257,7 +293,7 @@ class LinkPrediction(Task):
 
     def loss(self, model: nn.Module, client: ClientData) -> Tensor:
         sp = self.split(client, with_negatives=False)
-        z = model(self.view(client, sp.train_message))
+        z = self.embed(model(self.view(client, sp.train_message)))
         pos = sp.positives["train"]
         if pos.shape[1] == 0:
             return z.sum() * 0.0  # no training edge on this client: a zero loss that still has a graph
@@ -281,7 +317,7 @@ class LinkPrediction(Task):
         sp = self.split(client)
         was_training = model.training
         model.eval()
-        z = model(self.view(client, sp.eval_message))
+        z = self.embed(model(self.view(client, sp.eval_message)))
         model.train(was_training)
         out: dict[str, dict[str, float]] = {}
         for s in SPLITS:

@@ -86,28 +86,44 @@ def algorithm_dimensions(algorithm: str) -> list[Dimension]:
     return [d for f in dataclasses.fields(cfg_cls) if (d := _dimension(f"algorithm.{f.name}", f)) is not None]
 
 
+def task_dimensions(task: str) -> list[Dimension]:
+    """The task's own tuned options (link prediction's decoder temperature): every task
+    ``Config`` field with ``tune`` metadata, searched for every method alike."""
+    R.load_plugins()
+    cfg_cls = getattr(R.TASKS.get(task), "Config", None)
+    if cfg_cls is None or not dataclasses.is_dataclass(cfg_cls):
+        return []
+    return [d for f in dataclasses.fields(cfg_cls) if (d := _dimension(f"task.{f.name}", f)) is not None]
+
+
 def search_space(cfg: RunConfig) -> list[Dimension]:
     """Everything a study of this run's method on this run's task searches. A method with no
     trainable state (``constant_scores``: the chance reference) searches nothing."""
     R.load_plugins()
     if getattr(R.ALGORITHMS.get(cfg.algorithm.name), "constant_scores", False):
         return []
-    return shared_dimensions(cfg.task.name) + algorithm_dimensions(cfg.algorithm.name)
+    return shared_dimensions(cfg.task.name) + task_dimensions(cfg.task.name) + algorithm_dimensions(cfg.algorithm.name)
 
 
 def current_values(cfg: RunConfig, space: list[Dimension]) -> dict[str, Any]:
     """The run's own values of the searched options (the suite's, which follow the paper, and an
     algorithm option's default): the first trial of every study, so tuning can only improve on
-    them. A value outside its declared range is left for the sampler (the caller warns)."""
-    algo = component_config(R.ALGORITHMS, cfg.algorithm, "algorithm")
+    them. A null option a method resolves for the task (FedMPO's Table 9 loss weights) is read
+    through its Config's ``resolved(name, task)``. A value outside its declared range is left
+    for the sampler (the caller warns)."""
+    own = {"algorithm": component_config(R.ALGORITHMS, cfg.algorithm, "algorithm"),
+           "task": component_config(R.TASKS, cfg.task, "task")}
     out = {}
     for dim in space:
         section, name = dim.key.split(".", 1)
-        holder = algo if section == "algorithm" else getattr(cfg, section)
+        holder = own.get(section) or getattr(cfg, section)
         value = getattr(holder, name, None)
+        if value is None and hasattr(holder, "resolved"):  # a null option the method resolves per task
+            value = holder.resolved(name, cfg.task.name)
         if value is not None and dim.holds(value):
             out[dim.key] = value
     return out
 
 
-__all__ = ["Dimension", "algorithm_dimensions", "current_values", "search_space", "shared_dimensions"]
+__all__ = ["Dimension", "algorithm_dimensions", "current_values", "search_space", "shared_dimensions",
+           "task_dimensions"]

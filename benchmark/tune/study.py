@@ -17,7 +17,8 @@ so tuning can only improve on it.
   interrupted is marked failed and not counted) and runs only the rest of the budget. One
   process writes a journal at a time.
 * The chosen parameters go to ``results/tuning/<suite>/<scale>.yaml``, one entry per study,
-  with the trial, its validation score and the budget.
+  with the trial, its validation score and the budget; every sweep of the suite runs a
+  finished study's choice (``benchmark/tuned.py``).
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from benchmark.errors import BenchmarkError
 from benchmark.record import Record
 from benchmark.safe_yaml import loads
 from benchmark.tune.space import Dimension, current_values, search_space
+from benchmark.tuned import study_name, tuning_paths
 
-TUNING_DIR = "tuning"
 DEFAULT_BUDGET = 20           # trials per study: the same for every method
 PRUNE_STARTUP_TRIALS = 5      # trials that run to the end before the pruner judges any
 PRUNE_WARMUP_ROUNDS = 5       # rounds of a trial before it can be pruned
@@ -53,23 +54,6 @@ def _optuna() -> Any:
         raise BenchmarkError("tuning needs optuna: pip install optuna") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
-
-
-def setting_of(cell: Cell) -> str:
-    """The cell's grid values but the method's, as ``k=v`` pairs: what a study is tuned for."""
-    own = {k: v for k, v in sorted(cell.params.items()) if not k.startswith("algorithm.")}
-    return ",".join(f"{k}={v}" for k, v in own.items()) or "all"
-
-
-def study_name(cell: Cell) -> str:
-    """One study per (method, setting): ``fedmpo|setting=dy``."""
-    return f"{cell.algorithm}|{setting_of(cell)}"
-
-
-def tuning_paths(results_dir: str | Path, suite: str, scale: str) -> tuple[Path, Path]:
-    """(journal, chosen-parameters YAML) of a suite at a scale."""
-    folder = Path(results_dir) / TUNING_DIR / suite
-    return folder / f"{scale}.journal", folder / f"{scale}.yaml"
 
 
 @dataclass
@@ -178,14 +162,15 @@ def objective_for(cell: Cell, space: list[Dimension],
 
 def run_study(cell: Cell, journal: Path, budget: int = DEFAULT_BUDGET, seed: int = 0,
               on_trial: Callable[[StudyResult], None] | None = None,
-              run: Callable[..., dict[str, Any]] | None = None) -> StudyResult:
-    """Run the study of ``cell`` (its method on its setting) until ``budget`` trials have
-    finished, resuming from ``journal``. A method that searches nothing runs one trial."""
+              run: Callable[..., dict[str, Any]] | None = None, name: str | None = None) -> StudyResult:
+    """Run the study of ``cell`` (its method on its setting; ``name``, else
+    :func:`benchmark.tuned.study_name` of the cell) until ``budget`` trials have finished,
+    resuming from ``journal``. A method that searches nothing runs one trial."""
     if budget < 1:
         raise BenchmarkError(f"a tuning budget is at least one trial, got {budget}")
     cfg = build_run_config(cell.config)
     space = search_space(cfg)
-    name = study_name(cell)
+    name = name or study_name(cell)
     study = _open(journal, name, seed)
     _check_same_cell(study, cfg)
     _abandon_interrupted(study)
@@ -231,5 +216,5 @@ def write_choices(path: Path, results: list[StudyResult]) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["DEFAULT_BUDGET", "StudyResult", "objective_for", "run_study", "setting_of", "study_name",
+__all__ = ["DEFAULT_BUDGET", "StudyResult", "objective_for", "run_study", "study_name",
            "tuning_paths", "write_choices"]

@@ -16,15 +16,19 @@ from tqdm.auto import tqdm
 
 from benchmark.cell import Cell
 from benchmark.errors import ConfigError
-from benchmark.tune.study import DEFAULT_BUDGET, StudyResult, run_study, study_name, tuning_paths, write_choices
+from benchmark.tune.study import DEFAULT_BUDGET, StudyResult, run_study, write_choices
+from benchmark.tuned import control_keys, study_name, tuning_paths
 
 
-def study_cells(suite: Any, scale: str, only: dict[str, Any], methods: list[str]) -> list[Cell]:
-    """One cell per (method, setting): the selected cells at the suite's first seed (applicable
-    ones), restricted to ``methods`` when given."""
+def study_cells(suite: Any, scale: str, only: dict[str, Any], methods: list[str]) -> dict[str, Cell]:
+    """One cell per (method, setting), by study name: the selected cells at the suite's first
+    seed (applicable ones, not a control cell: a control runs its setting's choice), restricted
+    to ``methods`` when given."""
     from benchmark.sweep import applicable, select_cells
 
-    cells = [c for c in select_cells(suite.cells(scale), only) if c.seed == suite.seeds[0] and applicable(c)]
+    ignored = control_keys(suite)
+    cells = [c for c in select_cells(suite.cells(scale), only) if c.seed == suite.seeds[0] and applicable(c)
+             and not any(k in c.params for k in ignored)]
     if methods:
         known = sorted({c.algorithm for c in cells})
         for m in methods:
@@ -33,8 +37,8 @@ def study_cells(suite: Any, scale: str, only: dict[str, Any], methods: list[str]
         cells = [c for c in cells if c.algorithm in methods]
     seen: dict[str, Cell] = {}
     for c in cells:
-        seen.setdefault(study_name(c), c)
-    return list(seen.values())
+        seen.setdefault(study_name(c, ignored), c)
+    return seen
 
 
 def tune_suite(suite_name: str, scale: str | None = None, only: dict[str, Any] | None = None,
@@ -49,7 +53,7 @@ def tune_suite(suite_name: str, scale: str | None = None, only: dict[str, Any] |
     journal, chosen = tuning_paths(results_dir, suite.name, scale)
     bar = tqdm(total=len(cells) * budget, desc=f"tune {suite.name}[{scale}]", unit="trial", disable=not progress)
     results = []
-    for cell in cells:
+    for name, cell in cells.items():
         start = bar.n
 
         def tick(r: StudyResult, start: int = start) -> None:
@@ -58,7 +62,7 @@ def tune_suite(suite_name: str, scale: str | None = None, only: dict[str, Any] |
             bar.set_postfix_str(f"{r.name} {r.finished}/{r.budget} best {best}")
             bar.refresh()
 
-        result = run_study(cell, journal, budget, seed, on_trial=tick)
+        result = run_study(cell, journal, budget, seed, on_trial=tick, name=name)
         bar.n = start + budget
         bar.refresh()
         results.append(result)

@@ -37,11 +37,13 @@ class FedMPOConfig:
 
     # ---- loss weights (Table 9; None = the value for the run's task)
     lambda_rec: float | None = field(default=None, metadata={
-        "help": "reconstruction weight; null = Table 9 (0.05 node_cls / link_pred, 0.5 retrieval)", "min": 0})
+        "help": "reconstruction weight; null = Table 9 (0.05 node_cls / link_pred, 0.5 retrieval)", "min": 0,
+        "tune": {"low": 1e-3, "high": 1.0, "log": True}})
     lambda_align: float | None = field(default=None, metadata={
-        "help": "alignment weight; null = Table 9 (0.01)", "min": 0})
+        "help": "alignment weight; null = Table 9 (0.01)", "min": 0, "tune": {"low": 1e-3, "high": 0.5, "log": True}})
     lambda_route: float | None = field(default=None, metadata={
-        "help": "routing weight (uncertainty calibration + load balance); null = Table 9 (0.01)", "min": 0})
+        "help": "routing weight (uncertainty calibration + load balance); null = Table 9 (0.01)", "min": 0,
+        "tune": {"low": 1e-3, "high": 0.5, "log": True}})
     lambda_bal: float = field(default=1.0, metadata={
         "help": "weight of load balancing inside L_route (Eq. 33) [guess: the paper gives no value]", "min": 0,
         "tune": {"low": 0.0, "high": 2.0}})
@@ -69,7 +71,7 @@ class FedMPOConfig:
     interp_min: float = field(default=0.55, metadata={
         "help": "lower bound of gamma_t, generated vs structural-anchor mix (Table 7: 0.55)", "probability": True})
     interp_max: float = field(default=0.78, metadata={
-        "help": "upper bound of gamma_t (Table 7: 0.78)", "probability": True})
+        "help": "upper bound of gamma_t (Table 7: 0.78)", "probability": True, "tune": {"low": 0.6, "high": 1.0}})
     bank_neighbors: int = field(default=8, metadata={
         "help": "neighbours sampled per node into the context bank (B in App. D.3) [guess]", "min": 0, "max": 10_000})
 
@@ -102,6 +104,12 @@ class FedMPOConfig:
         return (rec if self.lambda_rec is None else self.lambda_rec,
                 align if self.lambda_align is None else self.lambda_align,
                 route if self.lambda_route is None else self.lambda_route)
+
+    def resolved(self, name: str, task: str) -> object:
+        """An option's value as a run of ``task`` uses it (a null loss weight is Table 9's): what
+        a tuner enqueues as the first trial, so a study starts from the paper's setting."""
+        rec, align, route = self.lambdas(task)
+        return {"lambda_rec": rec, "lambda_align": align, "lambda_route": route}.get(name, getattr(self, name))
 
     def lr_scale(self, rnd: int) -> float:
         """The learning-rate factor of round ``rnd`` (0-based) under the linear warmup."""
