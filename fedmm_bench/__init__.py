@@ -18,7 +18,7 @@ from typing import Any
 from benchmark import __version__
 from benchmark.record import SCHEMA_VERSION, Record
 
-__all__ = ["run", "sweep", "load_results", "Record", "SCHEMA_VERSION", "__version__"]
+__all__ = ["run", "sweep", "tune", "load_results", "Record", "SCHEMA_VERSION", "__version__"]
 
 
 def _dotted(overrides: dict[str, Any]) -> dict[str, Any]:
@@ -82,16 +82,31 @@ def run(config: Any = None, /, *, scale: str = "tiny", progress: bool = False, *
 
 def sweep(suite: str, scale: str = "tiny", *, results: str | Path = "results", jobs: int = 1,
           only: dict[str, Any] | None = None, progress: bool = False,
-          with_method: str | None = None) -> list[Record]:
+          with_method: str | None = None, tuned: bool = True) -> list[Record]:
     """Run the suite's cells missing from ``results/<suite>/<scale>.jsonl`` (a stored cell is
     skipped) and return the suite's current records, one per cell. ``only`` restricts the
     run to cells with these grid values or seed (``{"partition.num_clients": 3}``);
-    ``with_method`` runs only that registered method's cells, one more row beside the suite's."""
+    ``with_method`` runs only that registered method's cells, one more row beside the suite's;
+    ``tuned`` (the default) runs the choices of the suite's finished tuning studies (:func:`tune`)."""
     from benchmark.sweep import load_suite, run_suite
 
     records, _ = run_suite(load_suite(suite), scale, jobs=jobs, results_dir=results, progress=progress, only=only,
-                           with_method=with_method)
+                           with_method=with_method, tuned=tuned)
     return records
+
+
+def tune(suite: str, scale: str | None = None, *, only: dict[str, Any] | None = None,
+         methods: list[str] | None = None, trials: int = 20, results: str | Path = "results",
+         seed: int = 0, progress: bool = False) -> dict[str, dict[str, Any]]:
+    """Run (or resume) the suite's equal-budget tuning studies (the ``tune`` verb): one Optuna
+    study per (method, setting) of the selected cells, ``trials`` each, on validation data.
+    Returns ``{study name: {"params", "value", "trial", "trials", "pruned"}}``; the choices
+    are also written to ``results/tuning/<suite>/<scale>.yaml``, which later sweeps run."""
+    from benchmark.tune.verb import tune_suite
+
+    done = tune_suite(suite, scale, only or {}, list(methods or []), trials, results, seed, progress)
+    return {r.name: {"params": r.params, "value": r.value, "trial": r.trial, "trials": r.finished,
+                     "pruned": r.pruned} for r in done}
 
 
 def load_results(suite: str, scale: str = "small", results: str | Path = "results"):  # -> pandas.DataFrame

@@ -1,10 +1,11 @@
 """The fidelity summary from a suite's store: the `fidelity` verb's page and the findings page's
-table (docs/findings.md), and
+tables (docs/findings.md: the per-paper summary after its intro, the fidelity table), and
 the leaderboard's fidelity lines and split markdown sections."""
 
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,13 @@ from markdown_tables import table_widths
 
 from fedmm_bench.cli import main
 from benchmark.report.fidelity import tau_text
-from benchmark.report.fidelity_summary import (FINDINGS_BEGIN, FINDINGS_END, FINDINGS_PAGE, collect_fidelity,
-                                               describe, findings_block, findings_table, render_page,
-                                               splice_findings)
+from benchmark.report.fidelity_summary import (FINDINGS_BEGIN, FINDINGS_END, FINDINGS_PAGE, SUMMARY_BEGIN,
+                                               SUMMARY_END, collect_fidelity, describe, findings_block,
+                                               findings_table, render_page, splice_findings, splice_summary,
+                                               summary_block, summary_table)
 from benchmark.report.leaderboard import build_leaderboard
 from benchmark.report.markdown import MAX_MARKDOWN_COLUMNS
+from benchmark.report.paper_summary import PAPERS, RankedCell, RankedColumn, render_summary, summarize
 from benchmark.results import ResultStore
 from benchmark.sweep import load_suite
 
@@ -75,6 +78,9 @@ def test_fidelity_verb_writes_the_page_and_the_findings_table(results: Path, tmp
     text = page.read_text()
     assert findings_table(text) == findings_block(rows) and "stale" not in text
     assert text.startswith("# Title\n\nprose before\n\n") and text.endswith("\n\nprose after\n")
+    # the page had no summary markers: the summary goes right after the intro, and stays there
+    assert text.startswith(f"# Title\n\nprose before\n\n{summary_block(rows)}\n\n{FINDINGS_BEGIN}")
+    assert summary_table(text) == summary_block(rows) and splice_summary(text, summary_block(rows)) == text
     assert f"{SUITE}_{SCALE}_0" in capsys.readouterr().out
 
 
@@ -134,3 +140,56 @@ def test_a_wide_section_is_cut_into_tables_that_fit(tmp_path: Path) -> None:
     assert "#### Scores (1/2)" in md and "#### Scores (2/2)" in md
     headers = [line for line in md.splitlines() if line.startswith("| #")]
     assert len(headers) == 3 and all(h.split("|")[2].strip() == "Method" for h in headers)
+
+
+def test_the_summary_of_the_store_counts_the_papers_headline_and_the_resolved_ranks(results: Path) -> None:
+    """The store scores every cell as the paper does, each seed 0.2 points above the last: FedMPO
+    (first in every column of the paper's Table 2) is first in all 8 ranking columns, and two
+    adjacent methods are resolved where their paper numbers differ by over two standard errors
+    (std 0.2 over 3 seeds each)."""
+    rows = collect_fidelity(results)
+    summaries = {s.paper.name: s for s in summarize(rows)}
+    assert list(summaries) == [p.name for p in PAPERS]
+    fedmpo = summaries["FedMPO"]
+    assert (fedmpo.suites, fedmpo.tables, fedmpo.own_first, fedmpo.own_columns) == ((SUITE,), 2, 8, 8)
+    assert fedmpo.tau_low == pytest.approx(1.0) and fedmpo.tau_high == pytest.approx(1.0) and fedmpo.excluded == 0
+    left, right = (t["paper"] for t in load_suite(SUITE).spec["tables"])
+    columns = [[left[a][rate]["accuracy"] for a in left] for rate in next(iter(left.values()))]
+    columns += [[right[a][alpha]["accuracy"] for a in right] for alpha in next(iter(right.values()))]
+    gap = 2 * math.sqrt(2 * 0.2 ** 2 / 3)
+    expected = sum(b - a > gap for col in columns for a, b in zip(sorted(col), sorted(col)[1:]))
+    assert (fedmpo.resolved, fedmpo.pairs) == (expected, 8 * 11) and 0 < expected < 88
+    assert all(s.tables == 0 and s.pairs == 0 for name, s in summaries.items() if name != "FedMPO")
+    table = [line for line in render_summary(summarize(rows)).splitlines() if line.startswith("| FedMPO")]
+    assert len(table) == 1 and "8 / 8" in table[0] and f"{expected} / 88" in table[0]
+
+
+def _cell(name: str, mean: float, std: float, n: int = 3, first: bool = False, **keys: str) -> RankedCell:
+    return RankedCell((("algorithm.name", name), *keys.items()), mean, std, n, first)
+
+
+def test_adjacent_pairs_need_two_standard_errors_and_two_seeds() -> None:
+    se = math.sqrt(2 * 1.0 / 4)  # std 1 over 4 seeds each
+    column = RankedColumn(("g",), "accuracy", (
+        _cell("a", 10.0, 1.0, 4), _cell("b", 10.0 + 2 * se + 0.01, 1.0, 4),  # resolved
+        _cell("c", 10.0 + 4 * se, 1.0, 4),                                   # not: 2 SE minus 0.01 above b
+        _cell("d", 50.0, math.nan, 1)), 0)                                   # single seed: never resolved
+    assert column.adjacent_pairs() == (1, 3)
+    assert RankedColumn((), "accuracy", (_cell("a", 1.0, 0.0),), 0).adjacent_pairs() == (0, 0)
+
+
+def test_the_own_method_is_the_papers_row_and_hide_for_mmfed3() -> None:
+    mmfed3, fedmpo = PAPERS[0], PAPERS[1]
+    assert mmfed3.is_own(_cell("mmfed3", 0, 0, **{"algorithm.imputer": "hide"}).row)
+    assert not mmfed3.is_own(_cell("mmfed3", 0, 0, **{"algorithm.imputer": "ae"}).row)
+    assert mmfed3.is_own(_cell("mmfed3", 0, 0, **{"missing.rate": "0.5"}).row)  # table IV: no imputer key
+    assert fedmpo.is_own(_cell("fedmpo", 0, 0).row) and not fedmpo.is_own(_cell("fedavg", 0, 0).row)
+    assert not fedmpo.is_own((("variant", "fedmpo"),))  # an ablation row is no method's
+
+
+def test_summary_markers_are_replaced_in_place_and_must_come_in_pairs() -> None:
+    page = f"# T\n\nintro\n\n{SUMMARY_BEGIN}\nold\n{SUMMARY_END}\n\n## Next\n"
+    assert splice_summary(page, "NEW") == "# T\n\nintro\n\nNEW\n\n## Next\n"
+    assert splice_summary("# T\n\n## Next\n", "NEW") == "# T\n\nNEW\n\n## Next\n"  # no intro: after the title
+    with pytest.raises(Exception, match="summary markers"):
+        splice_summary(f"# T\n\n{SUMMARY_END}\n", "NEW")

@@ -139,8 +139,9 @@ def test_a_non_finite_metric_handed_to_a_table_directly_ranks_nowhere():
             _rec("nan", 0, float("nan"))]
     out = _tabulate(recs)
     assert r"fedavg & \textbf{70.00}" in out.latex and "inf" not in out.latex
-    best = out.frame[out.frame["rank"] == 1]
-    assert list(best["algorithm.name"]) == ["fedavg"]
+    best = set(out.frame[out.frame["rank"] == 1]["algorithm.name"])
+    # one seed resolves no gap, so both finite rows are tied for first; the non-finite ones rank nowhere
+    assert best == {"fedavg", "local"}
 
 
 # --------------------------------------------------------------------------- a full disk

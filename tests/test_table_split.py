@@ -43,7 +43,7 @@ def test_a_wide_table_splits_per_first_column_key() -> None:
     assert [n for _, n in widths] == [11, 11, 11]  # per dataset: the row key + 5 rates x 2 metrics
     headings = [line for line in split.markdown.splitlines() if line.startswith("*") and not line.startswith("**")]
     assert headings == ["*Dataset = alpha*", "*Beta (paper split)*", "*Dataset = gamma*"]
-    assert split.markdown.count("Best per column in bold") == 1  # one caption for all the parts
+    assert split.markdown.count("In bold: every method tied for first") == 1  # one caption for all the parts
     lines = split.markdown.splitlines()
     labels = ["Dataset=alpha", "Beta (paper split)", "Dataset=gamma"]  # in the column headers
     for own, (line, _) in zip(labels, widths):  # each part's columns are its dataset's only

@@ -91,3 +91,17 @@ def test_the_caption_names_the_methods_not_yet_tuned():
     note = tuning_note("s", "small", [tuned, own])
     assert "20 trials" in note and note.endswith("not yet tuned (the suite's own settings): fedmpo.")
     assert tuning_note("s", "small", [own]) == ""
+
+
+def test_tune_then_sweep_from_python(tmp_path):
+    """``fedmm_bench.tune`` writes a choice that ``fedmm_bench.sweep`` runs (one trial: the
+    suite's own setting, so the config is the suite's and only the record's stamp changes)."""
+    import fedmm_bench
+
+    only = {k: v for k, v in DEMO_CELL.items() if k != "seed"}
+    chosen = fedmm_bench.tune("demo", "tiny", only=only, trials=1, results=tmp_path)
+    assert list(chosen) == ["fedavg|missing.rate=0.0"] and chosen["fedavg|missing.rate=0.0"]["trials"] == 1
+    records = fedmm_bench.sweep("demo", "tiny", results=tmp_path, only=DEMO_CELL)
+    rec = next(r for r in records if r.tuning)
+    assert rec.tuning["study"] == "fedavg|missing.rate=0.0" and rec.tuning["budget"] == 1
+    assert rec.config["train"]["lr"] == load_suite("demo").cells("tiny")[0].config["train"]["lr"]

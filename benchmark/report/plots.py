@@ -117,6 +117,17 @@ def _sorted_values(values: Sequence[Any]) -> list[Any]:
     return sorted(nums, key=lambda v: value_key(v)) + text
 
 
+def _same_along(grids: Sequence[np.ndarray], axis: int) -> bool:
+    """Whether every column (``axis`` 1) or every row (``axis`` 0) of each grid equals the
+    first one (NaN equal to NaN): the axis runs over two or more values and none changes
+    anything."""
+    if grids[0].shape[axis] < 2:
+        return False
+    first = (slice(None), slice(0, 1)) if axis == 1 else (slice(0, 1), slice(None))
+    return all(np.allclose(g, g[first], rtol=1e-9, atol=1e-12, equal_nan=True) if g.dtype.kind == "f"
+               else bool((g == g[first]).all()) for g in grids)
+
+
 def heatmap_plot(
     records: Sequence[Record | Mapping[str, Any]],
     x: str,
@@ -139,6 +150,11 @@ def heatmap_plot(
     sit one cell apart as in the papers' figures). A grid point without a successful seed is
     hatched grey and labelled "failed" or "—", never coloured as a number. Cells are annotated
     with the mean (and the sample std over seeds below it when there are several).
+
+    An axis along which nothing changes (every column, or every row, the same mean, std and
+    failures, e.g. a weight the method switches off for the task) is dropped: the grid becomes
+    one column (or row), a strip, and the title says which values of that key gave identical
+    results.
     """
     what = f"heatmap of {metric} over {x} x {y}"
     every = as_records(records)
@@ -163,8 +179,19 @@ def heatmap_plot(
         elif rec["n_failed"] > 0:
             failed[i, j] = True
 
+    dropped = []  # (key, its label, its values) of each axis along which nothing changes
+    if _same_along([mean, std, failed], axis=1):
+        mean, std, failed = mean[:, :1], std[:, :1], failed[:, :1]
+        dropped.append((x, x_label or key_label(x), xs))
+    if _same_along([mean, std, failed], axis=0):
+        mean, std, failed = mean[:1, :], std[:1, :], failed[:1, :]
+        dropped.append((y, y_label or key_label(y), ys))
+    n_cols, n_rows = mean.shape[1], mean.shape[0]
     with sns.axes_style("white"):
-        fig = Figure(figsize=(1.0 + 0.9 * max(len(xs), 3), 0.9 + 0.7 * max(len(ys), 3)), layout="constrained")
+        # a strip (one column or row left) is drawn narrower than a grid's three cells
+        width = 1.0 + 0.9 * (max(n_cols, 3) if n_cols > 1 else 2)
+        height = 0.9 + 0.7 * (max(n_rows, 3) if n_rows > 1 else 1.5)
+        fig = Figure(figsize=(width, height), layout="constrained")
         ax = fig.add_subplot()
     masked = np.ma.masked_invalid(mean)
     image = ax.imshow(masked, cmap=cmap, aspect="auto", origin="lower")
@@ -172,8 +199,8 @@ def heatmap_plot(
     lo, hi = float(np.nanmin(mean)), float(np.nanmax(mean))
     if annotate:
         mid = (lo + hi) / 2.0
-        for i in range(len(ys)):
-            for j in range(len(xs)):
+        for i in range(n_rows):
+            for j in range(n_cols):
                 if np.isnan(mean[i, j]):
                     ax.text(j, i, "failed" if failed[i, j] else "—", ha="center", va="center", fontsize=7,
                             color="black")
@@ -183,16 +210,22 @@ def heatmap_plot(
                     text += f"\n±{std[i, j]:.1f}" if percent else f"\n±{std[i, j]:.2g}"
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,
                         color="white" if mean[i, j] < mid or hi == lo else "black")
-    ax.set_xticks(range(len(xs)))
-    ax.set_xticklabels([_hue_text(v, None) for v in xs])
-    ax.set_yticks(range(len(ys)))
-    ax.set_yticklabels([_hue_text(v, None) for v in ys])
+    gone = {key for key, _, _ in dropped}
+    ax.set_xticks([] if x in gone else range(n_cols))
+    ax.set_xticklabels([] if x in gone else [_hue_text(v, None) for v in xs])
+    ax.set_yticks([] if y in gone else range(n_rows))
+    ax.set_yticklabels([] if y in gone else [_hue_text(v, None) for v in ys])
     note = reference_note(refs, percent)
-    ax.set_xlabel((x_label or key_label(x)) + (f"\nreferences on the same data: {note}" if note else ""))
-    ax.set_ylabel(y_label or key_label(y))
+    refs_line = f"references on the same data: {note}" if note else ""
+    ax.set_xlabel(refs_line if x in gone else (x_label or key_label(x)) + (f"\n{refs_line}" if note else ""))
+    ax.set_ylabel("" if y in gone else y_label or key_label(y))
     bar = fig.colorbar(image, ax=ax, shrink=0.9)
     bar.set_label(_y_label(metric, percent))
-    if title:
+    said = [f"{label} axis dropped: {', '.join(_hue_text(v, None) for v in values)} give identical results"
+            for _, label, values in dropped]
+    if said:
+        ax.set_title("\n".join([title] * bool(title) + said), fontsize=10)
+    elif title:
         ax.set_title(title)
     return _save(fig, out_stem)
 

@@ -13,6 +13,7 @@ import pandas as pd
 from benchmark.record import Record, as_records
 from benchmark.errors import ConfigError, DataError, closest
 from benchmark.report.fidelity import Fidelity, FidelityCell, kendall_fidelity
+from benchmark.report.paired_tests import ColumnTest, adjacent_resolved, tied_for_first
 from benchmark.report.flags import (
     REFERENCE_ALGORITHMS,
     CellFlags,
@@ -45,7 +46,7 @@ class _Cell:
     std: float = math.nan
     n: int = 0
     attempted: int = 0  # ok + failed seeds, for the caption's seed count
-    rank: int = 0  # 1 best, 2 second
+    rank: int = 0  # 1: tied for first in its column (paired tests over seeds), else 0
     dagger: bool = False
     ddagger: bool = False
     control: float = math.nan  # mean under the table's control condition (display units)
@@ -53,6 +54,7 @@ class _Cell:
     flags: CellFlags | None = None  # the pathology guard over the cell's seeds
 
     def _ours(self, fmt: _Format, decimals: int) -> str:
+        # bold: tied for first by paired tests over seeds (rank 1); nothing else is emphasized
         if self.kind == "na":
             return "N/A"
         if self.kind == "missing":
@@ -65,8 +67,6 @@ class _Cell:
                 text += f"{fmt.pm}{self.std:.{decimals}f}"
             if self.rank == 1:
                 text = fmt.bold(text)
-            elif self.rank == 2:
-                text = fmt.underline(text)
         text += (fmt.dagger if self.dagger else "") + (fmt.ddagger if self.ddagger else "")
         if self.flags is not None and self.kind == "value":
             text += ((fmt.collapsed if self.flags.collapsed else "") + (fmt.unconverged if self.flags.unconverged else "")
@@ -112,6 +112,9 @@ class _Layout:
     fidelity: Fidelity | None = None
     # algorithm name -> the display name its records carry (record.algorithm.display_name)
     display_names: dict[Hashable, str] = field(default_factory=dict)
+    # (group, metric) -> the paired tests of the column, and its (resolved, total) adjacent pairs
+    column_tests: dict[tuple[RowKey, str], ColumnTest] = field(default_factory=dict)
+    adjacent_pairs: dict[tuple[RowKey, str], tuple[int, int]] = field(default_factory=dict)
 
     def row_label(self, nk: Hashable) -> str:
         if nk not in self.spec.row_labels and isinstance(nk, str) and nk in REFERENCE_ALGORITHMS:
@@ -263,24 +266,34 @@ def _build(records: Sequence[Record | Mapping[str, Any]], spec: _Spec) -> tuple[
 
     mark_below_reference(cells, rows, groups, spec, cell_records)
     mark_unlearned(cells, rows, groups, spec, cell_records)
+    per_seed = _seed_scores(selected, spec, metric_cols)
+    tests: dict[tuple[RowKey, str], ColumnTest] = {}
+    pairs: dict[tuple[RowKey, str], tuple[int, int]] = {}
     for group in groups:
         for metric in spec.metrics:
-            values = [c for c in (cells[(r, group, metric)] for r in rows if reference_of(r, spec.rows) is None)
-                      if c.kind == "value" and math.isfinite(c.mean)  # an overflowed mean ranks nowhere
-                      and not (c.flags is not None and c.flags.unrankable)]  # nor a collapsed or unlearned cell
-            if len(values) < 2 or not spec.emphasis:
+            ranked = {r: c for r in rows if reference_of(r, spec.rows) is None
+                      and (c := cells[(r, group, metric)]).kind == "value"
+                      and math.isfinite(c.mean)  # an overflowed mean ranks nowhere
+                      and not (c.flags is not None and c.flags.unrankable)}  # nor a collapsed or unlearned cell
+            if len(ranked) < 2 or not spec.emphasis:
                 continue
-            sign = 1.0 if metric in spec.lower_is_better else -1.0
-            distinct = sorted({round(c.mean, spec.places(metric)) * sign for c in values})
-            for c in values:
-                shown = round(c.mean, spec.places(metric)) * sign
-                c.rank = 1 if shown == distinct[0] else 2 if len(distinct) > 1 and shown == distinct[1] else 0
+            # bold: every method tied for first by paired tests over the seeds (paired_tests.py)
+            test = tied_for_first({r: per_seed.get((r, group, metric), {}) for r in ranked},
+                                  higher_is_better=metric not in spec.lower_is_better)
+            tests[(group, metric)] = test
+            pairs[(group, metric)] = adjacent_resolved({r: per_seed.get((r, group, metric), {}) for r in ranked},
+                                                       higher_is_better=metric not in spec.lower_is_better)
+            for r, c in ranked.items():
+                c.rank = 1 if r in test.tied else 0
 
     subcols = [(group, metric) for group in groups for metric in spec.group_metrics(group)]
 
     layout = _Layout(spec, rows, groups, cells, subcols, raw, excluded, failures,
                      {g: availability[g] for g in groups if g in availability},
                      {g: covered_availability[g] for g in groups if g in covered_availability})
+    shown = set(subcols)
+    layout.column_tests = {k: v for k, v in tests.items() if k in shown}
+    layout.adjacent_pairs = {k: v for k, v in pairs.items() if k in shown}
     if "algorithm.name" in spec.rows:
         layout.display_names = algorithm_display_names(as_records(records))
     if spec.paper and spec.emphasis:  # a table of statistics (emphasis off) ranks nothing
@@ -308,6 +321,25 @@ def _build(records: Sequence[Record | Mapping[str, Any]], spec: _Spec) -> tuple[
     out = pd.DataFrame(out_rows, columns=[*spec.rows, *spec.columns, "metric", "mean", "std", "n",
                                           "n_failed", "n_excluded", "status", "rank", "paper", "control"])
     return layout, out
+
+
+def _seed_scores(selected: pd.DataFrame, spec: _Spec,
+                 metric_cols: list[str]) -> dict[tuple[RowKey, RowKey, str], dict[int, float]]:
+    """Each (row, column group, metric) cell's score per seed, from the records it averages (ok
+    records with a finite value): what the paired tests compare."""
+    out: dict[tuple[RowKey, RowKey, str], dict[int, float]] = {}
+    ok = selected[selected["status"] == "ok"] if "status" in selected.columns else selected
+    for line in ok.to_dict("records"):  # a frame line per record (records_frame), not a record
+        row = tuple(value_key(line[k]) for k in spec.rows)
+        group = tuple(value_key(line[k]) for k in spec.columns)
+        seed = line["seed"] if "seed" in line else None
+        if seed is None or (isinstance(seed, float) and math.isnan(seed)):
+            continue
+        for metric, col in zip(spec.metrics, metric_cols):
+            value = line[col] if col in line else None
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                out.setdefault((row, group, metric), {})[int(seed)] = float(value)
+    return out
 
 
 def _cell_records(records: Sequence[Record | Mapping[str, Any]], selected: pd.DataFrame,

@@ -19,6 +19,7 @@ from benchmark.report.fidelity import (
 )
 from benchmark.report.flags import REFERENCE_MARGIN
 from benchmark.report.markdown import MAX_MARKDOWN_COLUMNS
+from benchmark.report.paired_tests import ALPHA, MIN_SEEDS
 from benchmark.report.markdown import md_escape_prose as _md_escape
 from benchmark.report.records import STD_DDOF
 from benchmark.report.table_cells import _Layout
@@ -115,7 +116,7 @@ def _caption(layout: _Layout, title: str, fmt: _Format) -> str:
     if measured:
         parts.append(measured)
     if spec.emphasis:
-        parts.append("Best per column in bold, second underlined.")
+        parts.append(_emphasis_text(layout))
     if spec.control is not None and any(not math.isnan(c.control) for c in shown):
         parts.append(fmt.esc(f"In brackets: the same method and column under the control ({spec.control.label}), "
                              "mean over its seeds from the same sweep."))
@@ -130,6 +131,22 @@ def _caption(layout: _Layout, title: str, fmt: _Format) -> str:
 def _column_label(layout: _Layout, group: RowKey, metric: str, fmt: _Format) -> str:
     text = metric_label(metric, layout.spec.metric_labels)
     return f"{layout.group_label(group)}{fmt.label_sep}{text}" if group else text
+
+
+def _emphasis_text(layout: _Layout) -> str:
+    """What bold means, and how much of the table's order the seeds resolve."""
+    text = ("In bold: every method tied for first in its column, i.e. not significantly below the column's best "
+            f"(a repeated-measures F-test over the seeds, then one-sided paired t-tests against the best with "
+            f"Holm's correction, {ALPHA:.0%} level; every method sees the same partition and masks in a given seed; "
+            f"fewer than {MIN_SEEDS} common seeds resolve nothing).")
+    tests = layout.column_tests
+    if tests:
+        resolved = sum(t.resolved for t in tests.values())
+        done, total = (sum(v[i] for v in layout.adjacent_pairs.values()) for i in (0, 1))
+        text += (f" {resolved} of {len(tests)} columns tell a method below the best; {done} of {total} adjacent "
+                 f"pairs of methods are resolved (two-sided paired t-test, {ALPHA:.0%}, uncorrected); the rest are "
+                 f"ties within seed noise.")
+    return text
 
 
 def _fidelity_text(layout: _Layout, fmt: _Format) -> str:

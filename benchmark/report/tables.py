@@ -2,7 +2,8 @@
 
 Layout: one row per value of ``rows`` (several keys give multi-level rows), one column group per
 value of ``columns`` with one sub-column per metric. Cells print mean +- sample std (ddof=1) over
-seeds in percent; best per sub-column bold, second underlined. Where the spec gives the paper's
+seeds in percent; in bold every method tied for first in its sub-column by paired tests over
+seeds (``paired_tests.py``). Where the spec gives the paper's
 number it follows ours in the same cell, in parentheses (``32.1 ± 0.5 (38.7)``), so a reader
 compares without hunting for a second column; where the spec names a ``control`` (records the
 sweep ran under a control condition, e.g. ``missing.content: shuffle``) the control's mean

@@ -3,9 +3,11 @@
 ``python run_benchmark.py leaderboard`` reads ``results/<suite>/<scale>.jsonl`` and writes
 
 * ``tables/leaderboard_<suite>.md``: one markdown page per suite (a table per scale), and
-* ``tables/leaderboard.html``: one self-contained static page (inlined CSS/JS, plots as base64
-  PNG, no server, no network) with click-to-sort columns, filters by track, task, dataset and
-  missing setting, the robustness curves, and each row's provenance one click away.
+* ``tables/leaderboard.html``: one self-contained static page (inlined CSS/JS, each plot as a
+  small embedded PNG linking to its full-size file, no server, no network) with click-to-sort
+  columns in tables that scroll, filters by track, task, dataset and missing setting, the
+  robustness curves, and each row's provenance one click away. It is written compactly, so
+  thousands of rows stay within a few megabytes (``html_page.PAGE_BUDGET``).
 
 A row is one *cell* of a suite (its grid parameters) under one ``(artifact_recipe, protocol)``
 pair, as :func:`benchmark.report.records.comparable_groups` groups them for tables and plots

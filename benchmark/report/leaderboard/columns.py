@@ -19,7 +19,11 @@ __all__ = ["PARTS", "Column", "columns", "failure_text", "fmt_bytes", "fmt_num",
 @dataclass
 class Column:
     """A table column: header, how to get a display text and a sort value from a row, and which
-    part of a row it shows (``PARTS``; the markdown page prints the parts as separate tables)."""
+    part of a row it shows (``PARTS``; the markdown page prints the parts as separate tables).
+
+    ``sorts_as_shown``: the number a cell's text starts with orders the rows as ``sort`` does
+    (a score in display units, rounded: rows only tie where their texts do), so the HTML page
+    leaves the sort value out and its script sorts by the shown number."""
 
     key: str
     label: str
@@ -28,6 +32,7 @@ class Column:
     sort: Callable[[Row], Any]
     hint: str = ""
     part: str = "setting"
+    sorts_as_shown: bool = False
 
 
 # What a row's columns say: the setting that identifies it, its scores, and its clients, cost
@@ -109,25 +114,28 @@ def columns(section: Section) -> list[Column]:
                            lambda r, m=m, q=m_pct, d=section.places(m): fmt_stat(r.stats.get(f"test/{m}"), q, d),
                            lambda r, m=m: _mean(r, f"test/{m}"),
                            f"test {m} at the best validation round, mean ± std over seeds"
-                           + (", in percent" if m_pct else ", raw value (not a percentage)"), part="score"))
+                           + (", in percent" if m_pct else ", raw value (not a percentage)"), part="score",
+                           sorts_as_shown=True))
     cols += [
         Column("auc", percent_header("Robust. AUC", pct), True, lambda r: fmt_num(r.auc, pct, places),
                lambda r: r.auc, f"area under test {p} vs missing rate, divided by the rate range{unit}",
-               part="score"),
+               part="score", sorts_as_shown=True),
         Column("worst", percent_header("Worst client", pct), True,
                lambda r: fmt_stat(r.stats.get(f"worst_client/{p}"), pct, places),
-               lambda r: _mean(r, f"worst_client/{p}"), f"lowest per-client test {p}{unit}", part="cost"),
+               lambda r: _mean(r, f"worst_client/{p}"), f"lowest per-client test {p}{unit}", part="cost",
+               sorts_as_shown=True),
         Column("spread", percent_header("Client spread", pct), True,
                lambda r: fmt_stat(r.stats.get(f"spread/{p}"), pct, places),
-               lambda r: _mean(r, f"spread/{p}"), f"population std across clients of test {p}{unit}", part="cost"),
+               lambda r: _mean(r, f"spread/{p}"), f"population std across clients of test {p}{unit}", part="cost",
+               sorts_as_shown=True),
         Column("bytes", "Bytes/round", True, lambda r: fmt_bytes(_mean(r, "bytes_per_round")),
                lambda r: _mean(r, "bytes_per_round"), "bytes up + down per training round (ledger)", part="cost"),
         Column("seconds", "s/round", True,
                lambda r, d=section.places("seconds_per_round", False):
                    fmt_num(_mean(r, "seconds_per_round"), False, d),
-               lambda r: _mean(r, "seconds_per_round"), "median seconds per round", part="cost"),
+               lambda r: _mean(r, "seconds_per_round"), "median seconds per round", part="cost", sorts_as_shown=True),
         Column("seeds", "Seeds ok", True, lambda r: f"{len(r.ok)}/{len(r.records)}", lambda r: len(r.ok),
-               "successful seeds / seeds run", part="cost"),
+               "successful seeds / seeds run", part="cost", sorts_as_shown=True),
         Column("guard", "Guard", False, lambda r: guard_text(r, chance(r.records[0]) if r.records else None, judged),
                lambda r: _flagged(r, chance(r.records[0]) if r.records else None, judged),
                "the pathology guard over the row's seeds: collapsed (every score equal), unconverged and "

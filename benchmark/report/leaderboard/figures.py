@@ -15,6 +15,31 @@ from benchmark.report.leaderboard.sections import SETTING_HEADERS, Section, read
 from benchmark.report.tables import key_label, metric_label
 
 MAX_PLOTS_PER_SECTION = 8
+# The HTML page embeds each figure as a thumbnail and links the full-size file: the width it shows
+# a figure at (static/leaderboard.css, ``figure img``) and the colours of its palette.
+THUMBNAIL_WIDTH = 560
+THUMBNAIL_COLORS = 64
+
+
+def thumbnail(path: Path, width: int = THUMBNAIL_WIDTH, colors: int = THUMBNAIL_COLORS) -> tuple[bytes, int, int]:
+    """(PNG bytes, width, height) of a figure as the HTML page embeds it: on white, no wider than
+    ``width`` pixels, in a palette of ``colors`` (a line plot needs no more), so a page of figures
+    stays small. The figure file is only read; it keeps its full size for the page to link to."""
+    import io
+
+    from PIL import Image  # matplotlib, which drew the figure, requires Pillow
+
+    with Image.open(path) as image:
+        rgba = image.convert("RGBA")
+    canvas = Image.new("RGBA", rgba.size, "white")
+    canvas.alpha_composite(rgba)
+    rgb = canvas.convert("RGB")
+    if rgb.width > width:
+        rgb = rgb.resize((width, max(1, round(rgb.height * width / rgb.width))), Image.Resampling.LANCZOS)
+    small = rgb.quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    buf = io.BytesIO()
+    small.save(buf, format="PNG", optimize=True)
+    return buf.getvalue(), small.width, small.height
 
 
 def _setting(row: Row) -> dict[str, Any]:
@@ -85,7 +110,7 @@ def _plot_section(sec: Section, out_dir: Path) -> None:
         stem = out_dir / f"leaderboard_{sec.suite}_{sec.scale}_robustness{suffix}"
         try:
             paths = robustness_plot(records, x=ROBUSTNESS_X, metric=sec.primary, hue="algorithm.name",
-                                    out_stem=stem, title=title, hue_labels=sec.labels or None,
+                                    out_stem=stem, title=title, hue_labels=sec.method_labels() or None,
                                     percent=sec.percent.get(sec.primary, True))
         except (ConfigError, DataError) as e:
             sec.notes.append(f"figure not drawn: {e}")

@@ -16,6 +16,7 @@ from benchmark.record import Record
 from benchmark.errors import BenchmarkError
 from benchmark.registry import display_name
 from benchmark.report.fidelity_summary import FidelityRow
+from benchmark.report.flags import REFERENCE_ALGORITHMS
 from benchmark.report.leaderboard.rows import ROBUSTNESS_X, Row, attach_auc, group_rows, primary_metric_for
 from benchmark.results import ResultStore
 
@@ -81,12 +82,20 @@ class Section:
         return self.track or row.task
 
     def method_label(self, row: Row) -> str:
-        """The row's method as the suite's table names it; a method the suite does not name (run
-        beside it, or submitted) by the display name its records carry, else its class's."""
+        """The row's method as the suite's table names it (``TableData.row_label``'s order): the
+        suite's ``row_labels``, else a reference row's table label ('Chance (reference)', ...),
+        else, for a method the suite does not name (run beside it, or submitted), the display
+        name its records carry, else its class's."""
         if row.method in self.labels:
             return self.labels[row.method]
+        if row.method in REFERENCE_ALGORITHMS:
+            return REFERENCE_ALGORITHMS[row.method]
         stored = next((str(n) for r in row.records if (n := (r.algorithm or {}).get("display_name"))), "")
         return stored or display_name(row.method)
+
+    def method_labels(self) -> dict[str, str]:
+        """Every method of the section by the name its rows show (figure legends use it)."""
+        return {row.method: self.method_label(row) for row in self.rows}
 
     def param_label(self, key: str) -> str:
         return self.param_labels.get(key) or readable_key(key)

@@ -42,7 +42,7 @@ def build_leaderboard(results_dir: str | Path = "results", out_dir: str | Path =
         md_paths.append(path)
     html_file = Path(html_path) if html_path else out / HTML_NAME
     html_file.parent.mkdir(parents=True, exist_ok=True)
-    html_file.write_text(render_html(sections, str(results_dir)), encoding="utf-8")
+    html_file.write_text(render_html(sections, str(results_dir), html_file.parent), encoding="utf-8")
     figures = [p for s in sections for _, p in s.figures]
     return LeaderboardOutput(html=html_file, markdown=md_paths, figures=figures, sections=sections)
 
