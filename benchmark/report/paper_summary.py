@@ -1,14 +1,15 @@
 """The per-paper summary at the top of the findings page: for each paper the benchmark reproduces
 (MMFeD3-HidE, FedMPO, FedMGS, FedMBridge), which of its suites print the paper's numbers, in how
-many ranking columns its own method is first in our tables, the range of the Kendall τ of those
+many ranking columns its own method is tied for first in our tables, the range of the Kendall τ of those
 tables (:mod:`benchmark.report.fidelity`), and how many adjacent ranks our seeds resolve.
 
 A *ranking column* is one the Kendall τ scores: a column group x metric of a table that prints the
 paper's number and ours for :data:`~benchmark.report.fidelity.MIN_METHODS` or more methods. In
 it the methods are the table's ranked rows: not the reference rows (chance, linear, centralized
 GNN), and not a cell with a collapsed or unlearned seed, which no table ranks
-(:attr:`benchmark.report.flags.CellFlags.unrankable`). The own method is *first* where its cell
-is bold (first at the table's printed precision). Sorted by their mean over seeds, two adjacent
+(:attr:`benchmark.report.flags.CellFlags.unrankable`). The own method is *tied for first* where
+its cell is bold: not significantly below the column's best by the paired tests over seeds of
+:mod:`benchmark.report.paired_tests`. Sorted by their mean over seeds, two adjacent
 methods are *resolved* when their means differ by more than two standard errors of the
 difference, ``sqrt(s1²/n1 + s2²/n2)`` over the cells' seeds (sample std, ddof 1); a pair with a
 single-seed cell has no standard error and counts as unresolved.
@@ -188,7 +189,7 @@ def _share(part: int, whole: int) -> str:
 
 def render_summary(summaries: Sequence[PaperSummary]) -> str:
     """The markdown table, then a one-line note on what it counts and leaves out."""
-    head = ["Paper", "Suites with the paper's numbers", "Own method first (ranking columns)",
+    head = ["Paper", "Suites with the paper's numbers", "Own method tied for first (ranking columns)",
             "Kendall τ (range over tables)", "Resolved adjacent pairs (> 2 SE)"]
     body = [[s.paper.name,
              ", ".join(f"`{n}`" for n in s.suites) or "-",
@@ -201,7 +202,8 @@ def render_summary(summaries: Sequence[PaperSummary]) -> str:
     left_out = f"{excluded} such method cells" if excluded else "none at present"
     note = (f"Ranking columns: the columns of a table with the paper's number and ours for {MIN_METHODS} or more "
             "methods (those its Kendall τ scores); the own method (MMFeD3-HidE: MMFeD3 with HidE, from either start) "
-            "is first where its cell is bold, and a table without it (an ablation, say) counts in the pairs only. "
+            "is tied for first where its cell is bold (not significantly below the column's best by paired tests over "
+            "seeds), and a table without it (an ablation, say) counts in the pairs only. "
             "Left out, as from every table's ranks: the reference rows (chance, linear, centralized GNN) and any cell "
             f"with a collapsed (×) or unlearned (∅) seed ({left_out}); a pair with a single-seed cell counts as "
             "unresolved.")
