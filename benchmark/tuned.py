@@ -10,7 +10,7 @@ named ``<method>|<setting>`` (the cell's grid values but the method's; a suite's
 keys, such as shuffled content, are left out, so a control cell runs its setting's choice).
 A study applies to its cells once it has used its whole budget: a study still running changes
 nothing, so a store never mixes a half-tuned setting with a finished one. What it chose is
-merged over the cell's config (never over a key the suite's grid sets), and the record the
+merged over the cell's config (never over a key the cell's grid values set), and the record the
 cell makes names the study, its trial and its budget (``Record.tuning``).
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from benchmark.config import deep_merge, expand_dotted
 from benchmark.errors import DataError
-from benchmark.grid_keys import grid_config_keys
+from benchmark.dotted import flatten
 from benchmark.safe_yaml import loads
 
 TUNING_DIR = "tuning"
@@ -67,6 +67,24 @@ def read_choices(path: Path) -> dict[str, dict[str, Any]]:
     return data
 
 
+def _overlaps(a: str, b: str) -> bool:
+    """Whether two dotted keys name the same option or one holds the other."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def cell_grid_keys(suite: Any, cell: Any) -> set[str]:
+    """The config keys this cell's grid values set: its dotted grid keys, and every key its
+    named-axis labels set at its scale (a retrieval column's ``task.temperature`` is the
+    paper's, while a link column leaves the same key to the tuner)."""
+    keys: set[str] = set()
+    for key, value in cell.params.items():
+        if key in suite.axes:
+            keys |= set(flatten(suite.axis_overrides(key, value, cell.scale)))
+        else:
+            keys.add(key)
+    return keys
+
+
 def finished(entry: dict[str, Any]) -> bool:
     """Whether a study has used its budget and chose something (a complete trial)."""
     return entry["trials"] >= entry["budget"] and entry.get("trial") is not None
@@ -81,7 +99,7 @@ def apply_choices(suite: Any, cells: list[Any], results_dir: str | Path) -> list
     choices = read_choices(path)
     if not choices:
         return cells
-    ignored, owned = control_keys(suite), grid_config_keys(suite)
+    ignored = control_keys(suite)
     out = []
     for cell in cells:
         name = study_name(cell, ignored)
@@ -89,7 +107,8 @@ def apply_choices(suite: Any, cells: list[Any], results_dir: str | Path) -> list
         if entry is None or not finished(entry):
             out.append(cell)
             continue
-        params = {k: v for k, v in entry["params"].items() if k not in owned}
+        owned = cell_grid_keys(suite, cell)
+        params = {k: v for k, v in entry["params"].items() if not any(_overlaps(k, o) for o in owned)}
         tuning = {"study": name, "trial": entry["trial"], "budget": entry["budget"],
                   "value": entry.get("value"), "params": params,
                   "file": f"{TUNING_DIR}/{suite.name}/{cell.scale}.yaml"}
@@ -97,5 +116,5 @@ def apply_choices(suite: Any, cells: list[Any], results_dir: str | Path) -> list
     return out
 
 
-__all__ = ["TUNING_DIR", "apply_choices", "control_keys", "finished", "read_choices", "setting_of", "study_name",
+__all__ = ["TUNING_DIR", "apply_choices", "cell_grid_keys", "control_keys", "finished", "read_choices", "setting_of", "study_name",
            "tuning_paths"]

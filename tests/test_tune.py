@@ -194,3 +194,12 @@ def test_every_declared_range_is_well_formed_and_every_space_builds() -> None:
             current_values(cfg, space)
             built += 1
     assert built >= 40
+
+
+def test_a_key_the_cells_grid_sets_is_never_searched(tmp_path: Path) -> None:
+    """A sweep never runs a choice of a grid key (benchmark.tuned), so a study must not spend
+    trials on it: ``fixed`` keys stay out of the space."""
+    result = run_study(_cell("fedavg", tmp_path), tmp_path / "f.journal", budget=1,
+                       run=_fake_run([0.5], []), fixed=frozenset({"train.lr", "model.dropout"}))
+    assert "train.lr" not in result.space and "model.dropout" not in result.space
+    assert "train.lr" not in result.params and "model.hidden" in result.space

@@ -105,3 +105,19 @@ def test_tune_then_sweep_from_python(tmp_path):
     rec = next(r for r in records if r.tuning)
     assert rec.tuning["study"] == "fedavg|missing.rate=0.0" and rec.tuning["budget"] == 1
     assert rec.config["train"]["lr"] == load_suite("demo").cells("tiny")[0].config["train"]["lr"]
+
+
+def test_a_key_another_column_sets_is_still_tuned_here(tmp_path):
+    """fedmpo_table1's retrieval labels set task.temperature (the paper's 0.07), its link labels
+    do not: a link study's temperature reaches the link cells, a retrieval study's never does."""
+    suite = load_suite("fedmpo_table1")
+    cells = [c for c in suite.cells("tiny", validate=False) if c.algorithm == "fedavg" and c.seed == 0
+             and not c.params.get("missing.content")]
+    _write(tmp_path, "fedmpo_table1", "tiny", {
+        "fedavg|setting=dy": _entry({"task.temperature": 0.3, "train.lr": 0.002}),
+        "fedavg|setting=toys": _entry({"task.temperature": 0.5, "train.lr": 0.003}),
+    })
+    tuned = {c.params["setting"]: c for c in apply_choices(suite, cells, tmp_path)}
+    assert tuned["dy"].config["task"]["temperature"] == 0.3 and tuned["dy"].config["train"]["lr"] == 0.002
+    assert tuned["toys"].config["task"]["temperature"] == 0.07 and tuned["toys"].config["train"]["lr"] == 0.003
+    assert tuned["toys"].tuning["params"] == {"train.lr": 0.003}

@@ -162,14 +162,17 @@ def objective_for(cell: Cell, space: list[Dimension],
 
 def run_study(cell: Cell, journal: Path, budget: int = DEFAULT_BUDGET, seed: int = 0,
               on_trial: Callable[[StudyResult], None] | None = None,
-              run: Callable[..., dict[str, Any]] | None = None, name: str | None = None) -> StudyResult:
+              run: Callable[..., dict[str, Any]] | None = None, name: str | None = None,
+              fixed: frozenset[str] | set[str] = frozenset()) -> StudyResult:
     """Run the study of ``cell`` (its method on its setting; ``name``, else
     :func:`benchmark.tuned.study_name` of the cell) until ``budget`` trials have finished,
-    resuming from ``journal``. A method that searches nothing runs one trial."""
+    resuming from ``journal``. A method that searches nothing runs one trial. ``fixed``: config
+    keys the cell's grid sets (:func:`benchmark.tuned.cell_grid_keys`), never searched, since a
+    sweep would not run a choice of them."""
     if budget < 1:
         raise BenchmarkError(f"a tuning budget is at least one trial, got {budget}")
     cfg = build_run_config(cell.config)
-    space = search_space(cfg)
+    space = [d for d in search_space(cfg) if d.key not in fixed]
     name = name or study_name(cell)
     study = _open(journal, name, seed)
     _check_same_cell(study, cfg)

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 from benchmark.cell import Cell
 from benchmark.errors import ConfigError
 from benchmark.tune.study import DEFAULT_BUDGET, StudyResult, run_study, write_choices
-from benchmark.tuned import control_keys, study_name, tuning_paths
+from benchmark.tuned import cell_grid_keys, control_keys, study_name, tuning_paths
 
 
 def study_cells(suite: Any, scale: str, only: dict[str, Any], methods: list[str]) -> dict[str, Cell]:
@@ -62,7 +62,8 @@ def tune_suite(suite_name: str, scale: str | None = None, only: dict[str, Any] |
             bar.set_postfix_str(f"{r.name} {r.finished}/{r.budget} best {best}")
             bar.refresh()
 
-        result = run_study(cell, journal, budget, seed, on_trial=tick, name=name)
+        result = run_study(cell, journal, budget, seed, on_trial=tick, name=name,
+                           fixed=frozenset(cell_grid_keys(suite, cell)))
         bar.n = start + budget
         bar.refresh()
         results.append(result)
